@@ -1,0 +1,36 @@
+# make run: install, start the embedded PostgreSQL + pgvector, load the demo corpus, materialise, recall.
+# make test: install, then pytest against the real embedded server and the real embedding model.
+# make dev: the Dagster UI on http://localhost:3000 (webserver + daemon).
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install run test dev bench clean
+
+install: $(STAMP)
+
+# torch==2.13.0 first: it is a CPU build on local disk; any other torch pulls gigabytes of CUDA wheels.
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet --config-settings editable_mode=compat -e '.[dev]'
+	touch $(STAMP)
+
+run: install
+	$(VENV)/bin/memory-assets demo
+
+test: install
+	$(PY) -m pytest
+
+dev: install
+	$(VENV)/bin/memory-assets dev
+
+bench: install
+	$(PY) bench/ingest.py
+
+clean:
+	rm -rf .memory_assets .pytest_cache bench/results/*.tmp

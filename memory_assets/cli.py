@@ -1,0 +1,274 @@
+"""The `memory-assets` command line: remember, import, show, stats, materialize and the Dagster UI."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+import click
+
+from memory_assets import vocabulary as V
+from memory_assets.gates import ValidationError
+
+EXIT_BAD_INPUT = 2
+IMPORT_BATCH = 1000
+CANDIDATE_FIELDS = ("project", "kind", "type", "title", "body", "paths", "keywords", "confidence", "importance",
+                    "feed", "task_id", "session_id", "persona", "model", "observed_sha", "source_ref", "source_text",
+                    "valid_from")
+
+
+def fail(message: str) -> None:
+    """Bad input: the message on stderr and exit code 2."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(EXIT_BAD_INPUT)
+
+
+def emit(data, as_json: bool, text: str | None = None) -> None:
+    if as_json:
+        click.echo(json.dumps(data, default=str, indent=2, sort_keys=True))
+    else:
+        click.echo(text if text is not None else json.dumps(data, default=str, indent=2))
+
+
+def memory():
+    import memory_assets
+
+    return memory_assets.connect()
+
+
+def candidate_from(fields: dict, default_project: str | None = None):
+    """A validated Candidate from a dict of remember fields (unknown fields are bad input)."""
+    from memory_assets import gates
+
+    unknown = sorted(set(fields) - set(CANDIDATE_FIELDS))
+    if unknown:
+        raise ValidationError(unknown[0], f"unknown field (known: {', '.join(CANDIDATE_FIELDS)})")
+    fields = dict(fields)
+    fields.setdefault("project", default_project)
+    if isinstance(fields.get("valid_from"), str):
+        try:
+            fields["valid_from"] = datetime.fromisoformat(fields["valid_from"])
+        except ValueError:
+            raise ValidationError("valid_from", "must be an ISO 8601 timestamp") from None
+    for name in ("project", "kind", "type", "title", "body"):
+        fields.setdefault(name, None)
+    return gates.validate(**fields)
+
+
+@click.group()
+def main() -> None:
+    """Long-term memory for AI agents on PostgreSQL + pgvector, run as a Dagster asset graph."""
+
+
+@main.command()
+@click.option("--project")
+@click.option("--kind", type=str)
+@click.option("--type", "type_", type=str)
+@click.option("--title")
+@click.option("--body")
+@click.option("--path", "paths", multiple=True, help="Repeat for several paths.")
+@click.option("--keyword", "keywords", multiple=True, help="Repeat for several keywords.")
+@click.option("--confidence", type=float)
+@click.option("--importance", type=float)
+@click.option("--feed")
+@click.option("--task-id")
+@click.option("--session-id")
+@click.option("--persona")
+@click.option("--model")
+@click.option("--observed-sha")
+@click.option("--source-ref")
+@click.option("--source-file", type=click.Path(dir_okay=False), help="File the body was learned from (verbatim gate).")
+@click.option("--json-file", type=click.Path(dir_okay=False), help="Read the fields from a JSON object instead.")
+@click.option("--json", "as_json", is_flag=True)
+def remember(project, kind, type_, title, body, paths, keywords, confidence, importance, feed, task_id, session_id,
+             persona, model, observed_sha, source_ref, source_file, json_file, as_json):
+    """Remember one unit through the gates; prints its status and token."""
+    from memory_assets import ledger
+
+    fields = {}
+    if json_file:
+        fields = _read_json_object(json_file)
+    flags = {"project": project, "kind": kind, "type": type_, "title": title, "body": body,
+             "paths": list(paths) or None, "keywords": list(keywords) or None, "confidence": confidence,
+             "importance": importance, "feed": feed, "task_id": task_id, "session_id": session_id,
+             "persona": persona, "model": model, "observed_sha": observed_sha, "source_ref": source_ref}
+    fields.update({k: v for k, v in flags.items() if v is not None})
+    if source_file:
+        fields["source_text"] = _read_text(source_file, "source_file")
+    try:
+        candidate = candidate_from(fields)
+    except ValidationError as error:
+        fail(str(error))
+    with memory() as mem, mem.connection() as conn:
+        result = ledger.remember(conn, candidate)
+    data = {"status": result.status, "token": result.token, "unit_id": result.unit_id, "reason": result.reason}
+    emit(data, as_json, f"{result.status} {result.token or result.reason}")
+
+
+def _read_text(path: str, field_name: str) -> str:
+    try:
+        return Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        fail(f"{field_name}: must be valid UTF-8 (byte {error.start})")
+    except OSError as error:
+        fail(f"{field_name}: cannot read {path}: {error.strerror}")
+
+
+def _read_json_object(path: str) -> dict:
+    try:
+        data = json.loads(_read_text(path, "json_file"))
+    except json.JSONDecodeError as error:
+        fail(f"json_file: not valid JSON ({error.msg} at line {error.lineno})")
+    if not isinstance(data, dict):
+        fail("json_file: must hold one JSON object")
+    return data
+
+
+@main.command("import")
+@click.argument("file", type=click.Path(dir_okay=False, exists=True))
+@click.option("--project", help="Project for lines that name none.")
+@click.option("--no-fold", is_flag=True, help="Leave the rows in the inbox for the ledger sensor to fold.")
+@click.option("--json", "as_json", is_flag=True)
+def import_(file, project, no_fold, as_json):
+    """Import a JSON-lines file through the same gates; a bad line is reported by number and the rest imports."""
+    from tqdm import tqdm
+
+    from memory_assets import ledger
+
+    errors: list[str] = []
+    totals = {"lines": 0, "captured": 0, "inserted": 0, "rejected": {}}
+    batch = []
+
+    def flush(conn):
+        if batch:
+            counts = ledger.remember_many(conn, batch, fold_now=not no_fold)
+            totals["captured"] += counts["captured"]
+            totals["inserted"] += counts["inserted"]
+            for reason, n in counts["rejected"].items():
+                totals["rejected"][reason] = totals["rejected"].get(reason, 0) + n
+            batch.clear()
+
+    with memory() as mem, mem.connection() as conn, open(file, "rb") as handle:
+        for number, raw in enumerate(tqdm(handle, desc="import", unit="line", disable=None), start=1):
+            totals["lines"] += 1
+            if not raw.strip():
+                continue
+            try:
+                fields = json.loads(raw.decode("utf-8"))
+                if not isinstance(fields, dict):
+                    raise ValidationError("line", "must be a JSON object")
+                batch.append(candidate_from(fields, project))
+            except UnicodeDecodeError as error:
+                errors.append(f"line {number}: not valid UTF-8 (byte {error.start})")
+            except json.JSONDecodeError as error:
+                errors.append(f"line {number}: not valid JSON ({error.msg})")
+            except ValidationError as error:
+                errors.append(f"line {number}: {error}")
+            if len(batch) >= IMPORT_BATCH:
+                flush(conn)
+        flush(conn)
+    totals["errors"] = errors
+    emit(totals, as_json, f"imported {totals['captured']} of {totals['lines']} lines "
+                          f"({totals['inserted']} new units, rejected {totals['rejected']}, {len(errors)} bad lines)")
+    for error in errors:
+        click.echo(f"error: {error}", err=True)
+    if errors:
+        sys.exit(EXIT_BAD_INPUT)
+
+
+@main.command()
+@click.argument("token")
+@click.option("--project", required=True)
+@click.option("--json", "as_json", is_flag=True)
+def show(token, project, as_json):
+    """Show one unit (mem-<n>) with its sources."""
+    from memory_assets import ledger
+
+    try:
+        ledger.number_of(token)
+    except ValidationError as error:
+        fail(str(error))
+    with memory() as mem:
+        unit = mem.unit(project, token)
+    if unit is None:
+        fail(f"token: no unit {token} in project {project}")
+    text = (f"{unit['token']} [{unit['kind']}/{unit['type']}] {unit['status']}\n{unit['title']}\n\n{unit['body']}\n\n"
+            + "\n".join(f"source: feed={s['feed']} task={s['task_id']} session={s['session_id']}"
+                        for s in unit["sources"]))
+    emit(unit, as_json, text)
+
+
+@main.command()
+@click.option("--project")
+@click.option("--json", "as_json", is_flag=True)
+def stats(project, as_json):
+    """Units by status and kind, rejections by reason."""
+    with memory() as mem:
+        data = mem.stats(project)
+    emit(data, as_json, summary_text(data))
+
+
+def summary_text(data: dict) -> str:
+    lines = ["units by status:"]
+    lines += [f"  {status:<12} {count}" for status, count in data["units_by_status"].items()] or ["  (none)"]
+    lines.append("rejections by reason:")
+    lines += [f"  {reason:<22} {count}" for reason, count in data["rejections_by_reason"].items()] or ["  (none)"]
+    return "\n".join(lines)
+
+
+@main.command()
+@click.option("--date", "day", help="UTC day YYYY-MM-DD (default: today).")
+@click.option("--json", "as_json", is_flag=True)
+def materialize(day, as_json):
+    """Materialise the whole asset graph for one day in this process, on the UI's Dagster instance."""
+    from memory_assets import orchestration
+
+    try:
+        target = date.fromisoformat(day) if day else datetime.now(timezone.utc).date()
+    except ValueError:
+        fail(f"date: must be YYYY-MM-DD (got {day!r})")
+    with memory() as mem:
+        result = orchestration.materialize_day(target, orchestration.dagster_instance(mem.url))
+        data = {"date": target.isoformat(), "success": result.success, "run_id": result.run_id,
+                "checks": {e.check_name: e.passed for e in result.get_asset_check_evaluations()},
+                **mem.stats()}
+    emit(data, as_json, f"materialized {target} (run {result.run_id}): checks "
+                        + ", ".join(f"{k}={'pass' if v else 'FAIL'}" for k, v in data["checks"].items())
+                        + "\n" + summary_text(data))
+    if not result.success:
+        sys.exit(1)
+
+
+DEMO_FILE = Path(__file__).parent / "demo" / "demo_units.jsonl"
+
+
+@main.command()
+@click.pass_context
+def demo(ctx):
+    """Load the demo corpus into the inbox through the public write path, then materialise today's graph."""
+    click.echo(f"importing {DEMO_FILE.name} into the inbox (the ledger asset folds it)")
+    ctx.invoke(import_, file=str(DEMO_FILE), project=None, no_fold=True, as_json=False)
+    ctx.invoke(materialize, day=None, as_json=False)
+
+
+@main.command()
+@click.option("--port", default=3000, show_default=True)
+def dev(port):
+    """Open the Dagster UI (webserver + daemon) with Dagster's storage in the memory server."""
+    import subprocess
+
+    from memory_assets import orchestration
+
+    with memory() as mem:
+        env = dict(os.environ, DAGSTER_HOME=str(orchestration.dagster_home(mem.url)))
+        if not os.environ.get(V.DATABASE_URL_ENV):
+            env[V.DATABASE_URL_ENV] = mem.url  # code servers attach to the server this process holds
+        command = [sys.executable, "-m", "dagster", "dev", "-m", "memory_assets.definitions", "-p", str(port)]
+        sys.exit(subprocess.call(command, env=env))
+
+
+if __name__ == "__main__":
+    main()

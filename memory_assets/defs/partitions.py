@@ -1,0 +1,17 @@
+"""Partition definitions shared by the asset graph."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import dagster as dg
+
+from memory_assets import vocabulary as V
+
+daily = dg.DailyPartitionsDefinition(start_date=V.PARTITION_START_DATE, end_offset=1, timezone="UTC")
+
+
+def days_of(window: dg.TimeWindow) -> list[date]:
+    """The UTC days a partition time window covers (one for a run, many for a single-run backfill)."""
+    first, last = window.start.date(), window.end.date()
+    return [first + timedelta(days=i) for i in range((last - first).days)]

@@ -1,0 +1,90 @@
+"""Data-quality probes over the ledger, shared by the Dagster checks, the CLI and the tests."""
+
+from __future__ import annotations
+
+import warnings
+from datetime import date
+
+import pandas as pd
+import psycopg
+
+from memory_assets import gates
+
+
+def duplicate_live_units(conn: psycopg.Connection) -> list[list]:
+    """Groups of live unit ids sharing (project, kind, content hash); empty when invariant 4 holds."""
+    rows = conn.execute(
+        "SELECT array_agg(id ORDER BY number) FROM memory_units "
+        "WHERE status IN ('proposed', 'review', 'active', 'flagged', 'stale') "
+        "GROUP BY project, kind, content_hash HAVING count(*) > 1"
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+def units_with_secrets(conn: psycopg.Connection) -> list:
+    """Ids of live units on which the secret gate fires today."""
+    offending = []
+    with conn.cursor(name="live_units_secret_scan") as cur:
+        cur.execute(
+            "SELECT id, title, body, paths, keywords FROM memory_units "
+            "WHERE status IN ('proposed', 'review', 'active', 'flagged', 'stale')"
+        )
+        for unit_id, title, body, paths, keywords in cur:
+            if gates.has_secret("\n".join([title, body, *paths, *keywords])):
+                offending.append(unit_id)
+    return offending
+
+
+def units_of_days(conn: psycopg.Connection, first: date, last: date) -> pd.DataFrame:
+    """The units created on the given UTC days with their source counts, as a frame for expectations."""
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT u.id::text, u.project, u.kind, u.type, u.status, char_length(u.title) AS title_chars, "
+            "char_length(u.body) AS body_chars, u.confidence, u.importance, u.trust, u.created_by, "
+            "(SELECT count(*) FROM memory_sources s WHERE s.unit_id = u.id) AS sources "
+            "FROM memory_units u WHERE (u.created_at AT TIME ZONE 'UTC')::date BETWEEN %s AND %s",
+            (first, last),
+        )
+        columns = [c.name for c in cur.description]
+        return pd.DataFrame(cur.fetchall(), columns=columns)
+
+
+def units_suite():
+    """The great-expectations suite a day's units must meet."""
+    import great_expectations as gx
+    from memory_assets import vocabulary as V
+
+    suite = gx.ExpectationSuite(name="ledger_units")
+    for column in ("confidence", "importance", "trust"):
+        suite.add_expectation(gx.expectations.ExpectColumnValuesToBeBetween(column=column, min_value=0, max_value=1))
+    suite.add_expectation(gx.expectations.ExpectColumnValuesToBeBetween(column="title_chars", min_value=1,
+                                                                        max_value=V.TITLE_MAX_CHARS))
+    suite.add_expectation(gx.expectations.ExpectColumnValuesToBeBetween(column="body_chars", min_value=1,
+                                                                        max_value=V.BODY_MAX_CHARS))
+    suite.add_expectation(gx.expectations.ExpectColumnValuesToBeBetween(column="sources", min_value=1))
+    suite.add_expectation(gx.expectations.ExpectColumnValuesToNotBeNull(column="created_by"))
+    suite.add_expectation(gx.expectations.ExpectColumnValuesToBeInSet(column="kind", value_set=list(V.KINDS)))
+    suite.add_expectation(gx.expectations.ExpectColumnValuesToBeInSet(column="type", value_set=list(V.TYPES)))
+    return suite
+
+
+def validate_units_frame(frame: pd.DataFrame) -> dict:
+    """Run the units suite over a frame: success and the names of failed expectations."""
+    if frame.empty:
+        return {"success": True, "failed": []}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import great_expectations as gx
+
+        from great_expectations.data_context.types.base import ProgressBarsConfig
+
+        context = gx.get_context(mode="ephemeral")
+        context.variables.progress_bars = ProgressBarsConfig(globally=False)
+        source = context.data_sources.add_pandas("ledger")
+        batch = source.add_dataframe_asset("units").add_batch_definition_whole_dataframe("day").get_batch(
+            batch_parameters={"dataframe": frame}
+        )
+        result = batch.validate(units_suite())
+    failed = [r.expectation_config.type + ":" + str(r.expectation_config.kwargs.get("column"))
+              for r in result.results if not r.success]
+    return {"success": bool(result.success), "failed": failed}

@@ -1,0 +1,22 @@
+-- Point each unfolded inbox row at the live unit holding its content and record it as that unit's source
+-- (one source per unit and task: a replayed task adds nothing).
+WITH linked AS (
+    UPDATE memory_inbox i
+    SET unit_id = u.id,
+        folded_at = now(),
+        outcome = CASE WHEN u.origin_inbox_id = i.id THEN 'inserted' ELSE 'duplicate' END
+    FROM memory_units u
+    WHERE i.unit_id IS NULL
+      AND (%(day)s::date IS NULL OR (i.received_at AT TIME ZONE 'UTC')::date = %(day)s::date)
+      AND (%(ids)s::bigint[] IS NULL OR i.id = ANY (%(ids)s::bigint[]))
+      AND i.project = ANY (%(projects)s::text[])
+      AND u.project = i.project AND u.kind = i.kind AND u.content_hash = i.content_hash
+      AND u.status IN ('proposed', 'review', 'active', 'flagged', 'stale')
+    RETURNING i.*
+)
+INSERT INTO memory_sources (unit_id, project, feed, task_id, session_id, persona, model, observed_sha,
+                            source_ref, inbox_id, created_at)
+SELECT unit_id, project, feed, task_id, session_id, persona, model, observed_sha, source_ref, id, received_at
+FROM linked
+ORDER BY id
+ON CONFLICT (unit_id, task_id) DO NOTHING;

@@ -1,0 +1,6 @@
+-- One unit by (project, number), every column but the generated tsv.
+SELECT id, project, number, type, kind, title, body, paths, keywords, personas, status, confidence, importance,
+       trust, confirms, flags, revision, content_hash, valid_from, valid_until, supersedes_id, conflicts_with,
+       duplicate_of, created_by, created_at, updated_by, updated_at
+FROM memory_units
+WHERE project = %(project)s AND number = %(number)s;
