@@ -1,0 +1,90 @@
+"""One embedded PostgreSQL + pgvector per test session (or DATABASE_URL), a clean ledger per test."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import psycopg
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+_HOME = tempfile.mkdtemp(prefix="memory_assets_test_")
+os.environ["MEMORY_ASSETS_HOME"] = _HOME  # the CLI and the Dagster resource attach to the same server
+
+MEMORY_TABLES = ("audit_log", "memory_sources", "memory_inbox", "memory_rejections", "memory_canon",
+                 "memory_units", "memory_projects")
+
+
+@pytest.fixture(scope="session")
+def database_url():
+    from memory_assets import database
+
+    if os.environ.get("DATABASE_URL"):
+        url = os.environ["DATABASE_URL"]
+        server = None
+    else:
+        server = database.embedded_server(_HOME)
+        url = server.get_uri()
+    database.migrate(url)
+    yield url
+    if server is not None:
+        server.cleanup()  # stop what we started
+
+
+@pytest.fixture
+def clean(database_url):
+    """Empty every memory table before the test."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        tables = [t for t in MEMORY_TABLES if conn.execute("SELECT to_regclass(%s)", (t,)).fetchone()[0]]
+        conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
+    return database_url
+
+
+@pytest.fixture
+def mem(clean):
+    import memory_assets
+
+    memory = memory_assets.connect(clean, pool_size=60)
+    yield memory
+    memory.close()
+
+
+@pytest.fixture
+def conn(clean):
+    from memory_assets.database import connection_kwargs
+
+    with psycopg.connect(clean, **connection_kwargs()) as connection:
+        yield connection
+
+
+def all_stored_text(url: str, database: str | None = None) -> str:
+    """Every text-like value of every table in the database, one per line: what a secret search must scan."""
+    from memory_assets.database import with_database
+
+    target = with_database(url, database) if database else url
+    chunks: list[str] = []
+    with psycopg.connect(target, autocommit=True) as conn:
+        columns = conn.execute(
+            "SELECT table_schema, table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema NOT IN ('pg_catalog', 'information_schema') "
+            "AND data_type IN ('text', 'character varying', 'jsonb', 'json', 'ARRAY', 'tsvector', 'bytea', 'USER-DEFINED') "
+            "AND table_name IN (SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE')"
+        ).fetchall()
+        for schema, table, column in columns:
+            sql = psycopg.sql.SQL("SELECT {}::text FROM {}.{} WHERE {} IS NOT NULL").format(
+                psycopg.sql.Identifier(column), psycopg.sql.Identifier(schema), psycopg.sql.Identifier(table),
+                psycopg.sql.Identifier(column))
+            chunks.extend(row[0] for row in conn.execute(sql))
+    return "\n".join(chunks)
+
+
+@pytest.fixture
+def stored_text(clean):
+    return lambda database=None: all_stored_text(clean, database)
+
+
+REPO = Path(__file__).resolve().parent.parent

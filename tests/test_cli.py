@@ -1,0 +1,81 @@
+"""The command line: bad input exits 2 with the field and limit on stderr; import reports bad lines by number."""
+
+import json
+
+from click.testing import CliRunner
+
+from memory_assets.cli import main
+
+GOOD = {"project": "acme", "kind": "env", "type": "semantic", "title": "Staging needs TLS",
+        "body": "Staging PostgreSQL requires sslmode=require because the proxy refuses plain TCP."}
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_remember_and_show_round_trip(clean):
+    result = run("remember", "--project", "acme", "--kind", "env", "--type", "semantic", "--title", GOOD["title"],
+                 "--body", GOOD["body"], "--keyword", "tls", "--task-id", "T-1", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["token"] == "mem-1"
+    shown = json.loads(run("show", "mem-1", "--project", "acme", "--json").stdout)
+    assert shown["keywords"] == ["tls"] and shown["sources"][0]["task_id"] == "T-1"
+    stats = json.loads(run("stats", "--project", "acme", "--json").stdout)
+    assert stats["units_by_status"] == {"active": 1}
+
+
+def test_remember_bad_input_exits_2_naming_field_and_limit(clean):
+    cases = [
+        (["--title", "x" * 81], "title: at most 80 characters"),
+        (["--body", "y" * 1201], "body: at most 1200 characters"),
+        (["--kind", "opinion"], "kind: must be one of"),
+        (["--type", "factual"], "type: must be one of"),
+        (["--confidence", "1.5"], "confidence: must be between 0 and 1"),
+        (["--body", ""], "body: must not be empty"),
+    ]
+    base = ["remember", "--project", "acme", "--kind", "env", "--type", "semantic", "--title", "t", "--body", "b b"]
+    for overrides, message in cases:
+        result = run(*base, *overrides)
+        assert result.exit_code == 2, overrides
+        assert message in result.stderr
+    assert json.loads(run("stats", "--json").stdout)["units_by_status"] == {}
+
+
+def test_json_file_with_invalid_utf8_is_refused(clean, tmp_path):
+    path = tmp_path / "unit.json"
+    path.write_bytes(b'{"project": "acme", "title": "caf\xe9"}')
+    result = run("remember", "--json-file", str(path))
+    assert result.exit_code == 2 and "json_file: must be valid UTF-8" in result.stderr
+
+
+def test_import_reports_bad_lines_by_number_and_imports_the_rest(clean, tmp_path):
+    lines = [
+        json.dumps(GOOD),
+        "{not json",
+        json.dumps({**GOOD, "title": "x" * 81}),
+        json.dumps({**GOOD, "title": "Second fact", "body": "Builds need 8 GiB because the linker is greedy."}),
+    ]
+    path = tmp_path / "units.jsonl"
+    path.write_bytes(("\n".join(lines) + "\n").encode() + b'{"project": "acme", "title": "\xff"}\n')
+    result = run("import", str(path), "--json")
+    assert result.exit_code == 2
+    summary = json.loads(result.stdout)
+    assert (summary["captured"], summary["inserted"]) == (2, 2)
+    assert [e.split(":")[0] for e in summary["errors"]] == ["line 2", "line 3", "line 5"]
+    assert "line 3: title: at most 80 characters" in result.stderr
+    assert "line 5: not valid UTF-8" in result.stderr
+    assert json.loads(run("stats", "--json").stdout)["units_by_status"] == {"active": 2}
+
+
+def test_import_without_fold_leaves_rows_for_the_ledger(clean, tmp_path, conn):
+    path = tmp_path / "units.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n")
+    assert run("import", str(path), "--no-fold").exit_code == 0
+    assert conn.execute("SELECT count(*) FROM memory_inbox WHERE unit_id IS NULL").fetchone()[0] == 1
+    assert conn.execute("SELECT count(*) FROM memory_units").fetchone()[0] == 0
+
+
+def test_show_unknown_token_exits_2(clean):
+    result = run("show", "mem-x", "--project", "acme")
+    assert result.exit_code == 2 and "token: must look like mem-<n>" in result.stderr

@@ -1,0 +1,77 @@
+"""The exclusion policy and the secret gate, as pure functions."""
+
+import pytest
+
+from memory_assets import gates
+from memory_assets import vocabulary as V
+
+
+def candidate(**overrides):
+    fields = dict(project="acme", kind="env", type="semantic", title="Staging needs TLS",
+                  body="Staging PostgreSQL requires sslmode=require because the proxy refuses plain TCP.")
+    fields.update(overrides)
+    return gates.validate(**fields)
+
+
+EXCLUSION_CASES = [
+    (V.REASON_DECISION_KIND, dict(kind="decision", body="We chose PostgreSQL over MySQL for the ledger storage.")),
+    (V.REASON_SESSION_SUMMARY, dict(kind="recipe", type="procedural", title="Session recap",
+                                    body="In this session I worked on the importer and fixed flaky tests.")),
+    (V.REASON_TASK_STATE, dict(kind="env", body="This PR bumps the staging TLS settings, see PR #412 for context.")),
+    (V.REASON_TASK_STATE, dict(kind="qa", title="Importer status", body="I implemented the importer retry loop.")),
+    (V.REASON_LOCATOR_ONLY, dict(kind="codemap", title="Importer", body="memory_assets/cli.py import_ ledger.remember_many")),
+    (V.REASON_VERBATIM_FILE_TEXT, dict(kind="recipe", type="procedural", title="Install steps",
+                                       body="Run make install then make test to create the virtual environment.",
+                                       source_text="# Setup\nRun make install then make test to create the virtual "
+                                                   "environment.\nMore text follows here.")),
+    (V.REASON_GOTCHA_WITHOUT_REPRO, dict(kind="gotcha", type="procedural", title="Importer slow",
+                                         body="The importer gets slow on large files after a while.")),
+]
+
+
+@pytest.mark.parametrize("reason,overrides", EXCLUSION_CASES, ids=[c[0] + str(i) for i, c in enumerate(EXCLUSION_CASES)])
+def test_each_exclusion_reason_fires(reason, overrides):
+    assert gates.gate(candidate(**overrides)) == reason
+
+
+def test_canon_duplicate_uses_token_jaccard():
+    canon_text = "Staging PostgreSQL requires sslmode=require because the proxy refuses plain TCP connections."
+    canon = [gates.token_hashes(canon_text)]
+    assert gates.gate(candidate(), canon) == V.REASON_CANON_DUPLICATE
+    other = candidate(title="Release train", body="Releases are cut on Thursday mornings; late merges wait a week.")
+    assert gates.gate(other, canon) is None
+
+
+def test_clean_candidates_pass_every_gate():
+    assert gates.gate(candidate()) is None
+    assert gates.gate(candidate(kind="gotcha", type="procedural", title="Flaky import",
+                                body="Import hangs when the file has CRLF endings.\nRepro: memory-assets import crlf.jsonl")) is None
+    assert gates.gate(candidate(kind="codemap", title="Write path",
+                                body="memory_assets/ledger.py owns the write path because every writer must dedupe.")) is None
+    # conversation notes are not held to engineering hygiene rules
+    assert gates.gate(candidate(kind="note", type="episodic", title="Caroline: running",
+                                body="Caroline: I implemented a new running plan this week!")) is None
+
+
+def test_content_hash_ignores_case_and_spacing():
+    assert gates.content_hash("env", "A  Title", "Body text") == gates.content_hash("env", "a title", " body   TEXT ")
+    assert gates.content_hash("env", "a", "b") != gates.content_hash("qa", "a", "b")
+
+
+@pytest.mark.parametrize("field,value,limit", [
+    ("title", "x" * 81, "at most 80"),
+    ("body", "y" * 1201, "at most 1200"),
+    ("kind", "opinion", "must be one of"),
+    ("type", "factual", "must be one of"),
+    ("confidence", 1.5, "between 0 and 1"),
+    ("importance", -0.1, "between 0 and 1"),
+    ("body", "   ", "must not be empty"),
+    ("title", "bad \udcff utf8", "valid UTF-8"),
+    ("paths", "not-a-list", "list of strings"),
+    ("project", "has space", "letters, digits"),
+])
+def test_validation_names_field_and_limit(field, value, limit):
+    with pytest.raises(gates.ValidationError) as error:
+        candidate(**{field: value})
+    assert error.value.field == field
+    assert str(error.value).startswith(f"{field}:") and limit in str(error.value)
