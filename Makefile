@@ -31,6 +31,7 @@ dev: install
 
 bench: install
 	$(PY) bench/ingest.py
+	$(PY) bench/embed.py
 
 clean:
 	rm -rf .memory_assets .pytest_cache bench/results/*.tmp

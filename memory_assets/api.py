@@ -9,7 +9,7 @@ from typing import Iterator
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from memory_assets import database, gates, ledger
+from memory_assets import curation, database, embeddings, gates, ledger
 from memory_assets import vocabulary as V
 from memory_assets.ledger import RememberResult
 
@@ -75,6 +75,32 @@ class Memory:
         """Units by status and kind, rejections by reason."""
         with self.connection() as conn:
             return ledger.stats(conn, project)
+
+    def correct(self, project: str, token: str, *, title: str | None = None, body: str | None = None,
+                keywords: list[str] | None = None, actor: str = "api") -> int:
+        """Fix a unit's wording in place; returns the new revision (its old vectors stop being served at once)."""
+        with self.connection() as conn:
+            return ledger.correct(conn, project, token, title=title, body=body, keywords=keywords, actor=actor)
+
+    def review_queue(self, project: str | None = None) -> list[dict]:
+        """Units waiting in review, with the unit each conflicts with."""
+        with self.connection() as conn:
+            return curation.review_queue(conn, project)
+
+    def decide(self, project: str, token: str, decision: str, target: str | None = None,
+               actor: str = "reviewer") -> dict:
+        """Approve, reject or supersede (target = the replaced unit's token) a unit in review; audited."""
+        with self.connection() as conn:
+            return curation.decide(conn, project, token, decision, target, actor=actor)
+
+    def serving_model(self) -> str:
+        with self.connection() as conn:
+            return embeddings.serving_model(conn)
+
+    def set_serving_model(self, model_key: str, actor: str = "operator") -> None:
+        """Switch the model recall serves; vectors of other models stay until dropped."""
+        with self.connection() as conn:
+            embeddings.set_serving_model(conn, model_key, actor)
 
     def register_canon(self, project: str, path: str, text: str) -> int:
         """Register a canon document so candidates that merely restate it are rejected."""

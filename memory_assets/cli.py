@@ -231,15 +231,87 @@ def materialize(day, as_json):
     except ValueError:
         fail(f"date: must be YYYY-MM-DD (got {day!r})")
     with memory() as mem:
-        result = orchestration.materialize_day(target, orchestration.dagster_instance(mem.url))
-        data = {"date": target.isoformat(), "success": result.success, "run_id": result.run_id,
-                "checks": {e.check_name: e.passed for e in result.get_asset_check_evaluations()},
+        results = orchestration.materialize_day(target, orchestration.dagster_instance(mem.url))
+        data = {"date": target.isoformat(), "success": all(r.success for r in results),
+                "runs": [r.run_id for r in results],
+                "checks": {e.check_name: e.passed for r in results for e in r.get_asset_check_evaluations()},
                 **mem.stats()}
-    emit(data, as_json, f"materialized {target} (run {result.run_id}): checks "
+    emit(data, as_json, f"materialized {target} ({len(results)} runs): checks "
                         + ", ".join(f"{k}={'pass' if v else 'FAIL'}" for k, v in data["checks"].items())
                         + "\n" + summary_text(data))
-    if not result.success:
+    if not data["success"]:
         sys.exit(1)
+
+
+@main.command()
+@click.option("--model", "model_key", help="Model key (default: the serving model).")
+@click.option("--backfill", is_flag=True, help="Embed every day's units for this model (resumable).")
+@click.option("--serve", is_flag=True, help="Make this model the serving model afterwards.")
+@click.option("--json", "as_json", is_flag=True)
+def embed(model_key, backfill, serve, as_json):
+    """Embed units: the changes since this model's journal cursor, or with --backfill all history by day."""
+    from tqdm import tqdm
+
+    from memory_assets import embeddings, orchestration
+
+    with memory() as mem, mem.connection() as conn:
+        model_key = model_key or embeddings.serving_model(conn)
+        try:
+            embedder = embeddings.embedder_for(model_key)
+        except ValidationError as error:
+            fail(str(error))
+        if backfill:
+            days = embeddings.days_with_units(conn)
+            totals = {"days": len(days), "embedded": 0, "written": 0}
+            if days:
+                result = orchestration.backfill_embeddings(model_key, days[0], days[-1],
+                                                           orchestration.dagster_instance(mem.url))
+                metadata = result.get_asset_materialization_events()[0].materialization.metadata
+                totals.update(run_id=result.run_id, embedded=metadata["embedded"].value,
+                              written=metadata["written"].value)
+        else:
+            with tqdm(desc=f"embed {model_key}", unit="change", disable=None) as bar:
+                totals = embeddings.embed_changes(conn, embedder, progress=bar.update)
+        if serve:
+            embeddings.set_serving_model(conn, model_key, actor="cli")
+        totals.update(model=model_key, serving=embeddings.serving_model(conn),
+                      coverage=embeddings.coverage(conn, model_key))
+    emit(totals, as_json)
+
+
+@main.group()
+def review() -> None:
+    """The review queue: contradictions and low-confidence units wait here for a human."""
+
+
+@review.command("list")
+@click.option("--project")
+@click.option("--json", "as_json", is_flag=True)
+def review_list(project, as_json):
+    """Units in review, oldest first, with what they conflict with."""
+    with memory() as mem:
+        queue = mem.review_queue(project)
+    text = "\n".join(f"{r['project']} {r['token']} [{r['kind']}] {r['title']}"
+                     + (f"  (conflicts with {r['conflicts_with']}: {r['conflict_title']})" if r["conflicts_with"] else "")
+                     for r in queue) or "review queue is empty"
+    emit(queue, as_json, text)
+
+
+@review.command("decide")
+@click.argument("token")
+@click.argument("decision", type=click.Choice(V.REVIEW_DECISIONS))
+@click.argument("target", required=False)
+@click.option("--project", required=True)
+@click.option("--actor", default="reviewer", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def review_decide(token, decision, target, project, actor, as_json):
+    """Approve, reject, or let TOKEN supersede TARGET (mem-<m>); every decision is audited."""
+    with memory() as mem:
+        try:
+            result = mem.decide(project, token, decision, target, actor=actor)
+        except ValidationError as error:
+            fail(str(error))
+    emit(result, as_json, f"{token}: {decision}" + (f" {target}" if target else ""))
 
 
 DEMO_FILE = Path(__file__).parent / "demo" / "demo_units.jsonl"

@@ -79,14 +79,15 @@ def sqlalchemy_url(url: str, database: str) -> str:
 
 
 def connection_kwargs() -> dict:
-    """Session settings every application connection gets: UTC, so day partitions mean UTC days."""
-    return {"options": "-c timezone=UTC"}
+    """Every application connection: autocommit (multi-statement work opens conn.transaction() explicitly, so no
+    read leaves a transaction holding locks) and UTC, so day partitions mean UTC days."""
+    return {"options": "-c timezone=UTC", "autocommit": True}
 
 
 def migrate(url: str) -> list[str]:
     """Apply every sql/NNN_*.sql not yet recorded, each in its own transaction, serialised across processes."""
     applied: list[str] = []
-    with psycopg.connect(url, autocommit=False, **connection_kwargs()) as conn:
+    with psycopg.connect(url, **connection_kwargs()) as conn:
         for path in migration_files():
             version = int(path.name[:3])
             with conn.transaction():

@@ -247,3 +247,35 @@ def remember_many(conn: psycopg.Connection, candidates: list[gates.Candidate], *
 def _inbox_ids(conn: psycopg.Connection, candidates: list[gates.Candidate]) -> list[int]:
     keys = [c.idempotency_key for c in candidates]
     return [row[0] for row in conn.execute("SELECT id FROM memory_inbox WHERE idempotency_key = ANY (%s)", (keys,))]
+
+
+def unit_id_of(conn: psycopg.Connection, project: str, token: str) -> str:
+    """The id of `mem-<n>` in a project; ValidationError when there is none."""
+    row = conn.execute("SELECT id FROM memory_units WHERE project = %s AND number = %s",
+                       (project, number_of(token))).fetchone()
+    if row is None:
+        raise gates.ValidationError("token", f"no unit {token} in project {project}")
+    return row[0]
+
+
+def correct(conn: psycopg.Connection, project: str, token: str, *, title: str | None = None,
+            body: str | None = None, keywords: list[str] | None = None, actor: str = "api") -> int:
+    """Correct a unit's text in place (same fact, better words): gated again; the revision rises, old vectors die."""
+    current = unit(conn, project, token)
+    if current is None:
+        raise gates.ValidationError("token", f"no unit {token} in project {project}")
+    candidate = gates.validate(project=project, kind=current["kind"], type=current["type"],
+                               title=title if title is not None else current["title"],
+                               body=body if body is not None else current["body"],
+                               paths=current["paths"], keywords=keywords if keywords is not None else current["keywords"])
+    if gates.has_secret(gates.candidate_text(candidate)):
+        raise gates.ValidationError("body", "the correction contains a secret and was not stored")
+    with conn.transaction():
+        revision = conn.execute(
+            "UPDATE memory_units SET title = %s, body = %s, keywords = %s, content_hash = %s, updated_by = %s "
+            "WHERE id = %s RETURNING revision",
+            (candidate.title, candidate.body, list(candidate.keywords), candidate.content_hash, actor, current["id"]),
+        ).fetchone()[0]
+        conn.execute("INSERT INTO audit_log (actor, action, project, unit_id, details) VALUES (%s, 'correct', %s, %s, %s)",
+                     (actor, project, current["id"], Jsonb({"revision": revision})))
+    return revision

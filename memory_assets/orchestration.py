@@ -40,23 +40,47 @@ def dagster_instance(url: str, home: str | None = None) -> dg.DagsterInstance:
     return dg.DagsterInstance.from_config(str(dagster_home(url, home)))
 
 
-def daily_assets(definitions: dg.Definitions) -> list:
-    """Every asset and asset check of the code location that is partitioned by day."""
-    from memory_assets.defs.partitions import daily
+def graph_steps(day: date, serving_model: str) -> list[tuple[dg.AssetKey, str]]:
+    """The asset graph for one day in dependency order, each asset with the partition that day maps to."""
+    from memory_assets.defs.curation.assets import curated_units
+    from memory_assets.defs.embeddings.assets import unit_embeddings
+    from memory_assets.defs.ledger.assets import ledger_units
+    from memory_assets.defs.partitions import model_day_key
 
-    assets = [a for a in definitions.assets or [] if getattr(a, "partitions_def", None) == daily]
-    return assets + list(definitions.asset_checks or [])
+    return [
+        (ledger_units.key, day.isoformat()),
+        (unit_embeddings.key, str(model_day_key(serving_model, day))),
+        (curated_units.key, day.isoformat()),
+    ]
 
 
-def materialize_day(day: date, instance: dg.DagsterInstance) -> dg.ExecuteInJobResult:
-    """Materialise the whole asset graph for one UTC day, with its checks, in this process."""
+def materialize_day(day: date, instance: dg.DagsterInstance) -> list[dg.ExecuteInJobResult]:
+    """Materialise the whole asset graph for one UTC day, with its checks, in this process; one run per asset."""
+    from memory_assets import embeddings
+    from memory_assets.definitions import defs
+
+    with defs().resources["postgres"].memory().connection() as conn:
+        serving = embeddings.serving_model(conn)
+    return [materialize_asset(key, instance, partition_key=partition) for key, partition in graph_steps(day, serving)]
+
+
+def materialize_asset(asset_key: dg.AssetKey, instance: dg.DagsterInstance, **kwargs) -> dg.ExecuteInJobResult:
+    """Materialise one asset (and its checks) of the code location in this process."""
     from memory_assets.definitions import defs
 
     definitions = defs()
-    return dg.materialize(
-        daily_assets(definitions),
-        partition_key=day.isoformat(),
-        instance=instance,
-        resources=definitions.resources,
-        raise_on_error=True,
-    )
+    everything = list(definitions.assets or []) + list(definitions.asset_checks or [])
+    selection = dg.AssetSelection.assets(asset_key) | dg.AssetSelection.checks_for_assets(asset_key)
+    return dg.materialize(everything, selection=selection, instance=instance, resources=definitions.resources,
+                          raise_on_error=True, **kwargs)
+
+
+def backfill_embeddings(model_key: str, first: date, last: date, instance: dg.DagsterInstance) -> dg.ExecuteInJobResult:
+    """One single-run backfill of unit_embeddings for a model over a range of days: what the UI's backfill runs."""
+    from memory_assets.defs.embeddings.assets import unit_embeddings
+    from memory_assets.defs.partitions import model_day_key
+
+    return materialize_asset(unit_embeddings.key, instance, tags={
+        "dagster/asset_partition_range_start": str(model_day_key(model_key, first)),
+        "dagster/asset_partition_range_end": str(model_day_key(model_key, last)),
+    })

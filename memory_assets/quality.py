@@ -24,7 +24,7 @@ def duplicate_live_units(conn: psycopg.Connection) -> list[list]:
 def units_with_secrets(conn: psycopg.Connection) -> list:
     """Ids of live units on which the secret gate fires today."""
     offending = []
-    with conn.cursor(name="live_units_secret_scan") as cur:
+    with conn.transaction(), conn.cursor(name="live_units_secret_scan") as cur:
         cur.execute(
             "SELECT id, title, body, paths, keywords FROM memory_units "
             "WHERE status IN ('proposed', 'review', 'active', 'flagged', 'stale')"

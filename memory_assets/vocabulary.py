@@ -89,3 +89,38 @@ DATABASE_URL_ENV = "DATABASE_URL"
 DEFAULT_HOME_DIRNAME = ".memory_assets"
 DAGSTER_DATABASE = "dagster"
 POOL_MAX_SIZE = 20
+
+# --- Embeddings -----------------------------------------------------------------------------
+# A model key is name@revision+text version. Register a model here; it becomes a partition of unit_embeddings.
+# text versions: t1 = title, body, keywords; t2 = body then title (a second registration of the same weights).
+EMBEDDING_MODELS = {
+    "minilm-l6@gt0.1-t1": {"loader": "minilm", "name": "all-MiniLM-L6-v2", "revision": "gt-0.1.0", "dim": 384,
+                           "text_version": "t1"},
+    "minilm-l6@gt0.1-t2": {"loader": "minilm", "name": "all-MiniLM-L6-v2", "revision": "gt-0.1.0", "dim": 384,
+                           "text_version": "t2"},
+}
+DEFAULT_SERVING_MODEL = "minilm-l6@gt0.1-t1"
+SETTING_SERVING_MODEL = "serving_model"
+EMBED_BATCH_SIZE = 64
+EMBED_PAGE_SIZE = 512  # units read, encoded and committed per page: a stopped backfill resumes after the last page
+EMBED_THREADS = 2
+JOURNAL_PAGE_SIZE = 1000
+# embeddings_current: WARN when any active unit lacks a current serving vector, ERROR below this coverage
+EMBEDDINGS_MIN_COVERAGE = 0.9
+
+# --- Curation -------------------------------------------------------------------------------
+MERGE_MIN_COSINE = 0.97    # same project and kind: the newcomer merges into the older unit
+REVIEW_MIN_COSINE = 0.85   # semantic/procedural units this close go to review with conflicts_with
+# MiniLM scores "VPN rollout deferred to Q3" vs "VPN rollout cancelled" at 0.70 (AkurAI's model: 0.93), so below
+# REVIEW_MIN_COSINE a pair still goes to review when the texts differ by a change-of-state word or a value.
+CONTRADICTION_MIN_COSINE = 0.6
+CHANGE_OF_STATE_TERMS = (
+    "not", "no", "never", "cancelled", "canceled", "deferred", "postponed", "delayed", "moved", "replaced",
+    "deprecated", "removed", "dropped", "stopped", "instead", "longer", "disabled", "enabled", "reverted",
+    "abandoned", "rescheduled", "switched", "changed", "obsolete", "superseded",
+)
+CURATION_TYPES = ("semantic", "procedural")
+MERGE_IMPORTANCE_BUMP = 0.05
+PROMOTE_MIN_SOURCES = 2     # proposed -> active with this many independent sources…
+PROMOTE_AFTER_DAYS = 1      # …or after this many days without a conflict
+REVIEW_DECISIONS = ("approve", "reject", "supersede")

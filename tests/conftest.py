@@ -15,10 +15,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 _HOME = tempfile.mkdtemp(prefix="memory_assets_test_")
 os.environ["MEMORY_ASSETS_HOME"] = _HOME  # the CLI and the Dagster resource attach to the same server
 
-MEMORY_TABLES = ("audit_log", "memory_sources", "memory_inbox", "memory_rejections", "memory_canon",
-                 "memory_units", "memory_projects")
-
-
 @pytest.fixture(scope="session")
 def database_url():
     from memory_assets import database
@@ -37,9 +33,10 @@ def database_url():
 
 @pytest.fixture
 def clean(database_url):
-    """Empty every memory table before the test."""
+    """Empty every table but the migration record before the test."""
     with psycopg.connect(database_url, autocommit=True) as conn:
-        tables = [t for t in MEMORY_TABLES if conn.execute("SELECT to_regclass(%s)", (t,)).fetchone()[0]]
+        tables = [row[0] for row in conn.execute(
+            "SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations'")]
         conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
     return database_url
 
@@ -55,9 +52,12 @@ def mem(clean):
 
 @pytest.fixture
 def conn(clean):
+    from pgvector.psycopg import register_vector
+
     from memory_assets.database import connection_kwargs
 
     with psycopg.connect(clean, **connection_kwargs()) as connection:
+        register_vector(connection)
         yield connection
 
 

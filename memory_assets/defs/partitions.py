@@ -15,3 +15,11 @@ def days_of(window: dg.TimeWindow) -> list[date]:
     """The UTC days a partition time window covers (one for a run, many for a single-run backfill)."""
     first, last = window.start.date(), window.end.date()
     return [first + timedelta(days=i) for i in range((last - first).days)]
+
+
+models = dg.StaticPartitionsDefinition(list(V.EMBEDDING_MODELS))
+model_days = dg.MultiPartitionsDefinition({"model": models, "day": daily})
+
+
+def model_day_key(model_key: str, day: date) -> dg.MultiPartitionKey:
+    return dg.MultiPartitionKey({"model": model_key, "day": day.isoformat()})

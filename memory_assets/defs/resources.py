@@ -3,7 +3,7 @@
 import dagster as dg
 
 from memory_assets import vocabulary as V
-from resources import PostgresResource
+from resources import EmbedderResource, PostgresResource, RerankerResource
 
 
 @dg.definitions
@@ -13,6 +13,8 @@ def resources() -> dg.Definitions:
             "postgres": PostgresResource(
                 database_url=dg.EnvVar(V.DATABASE_URL_ENV).get_value(),
                 home=dg.EnvVar(V.HOME_ENV).get_value(),
-            )
+            ),
+            "embedder": EmbedderResource(),
+            "reranker": RerankerResource(),
         }
     )

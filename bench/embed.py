@@ -1,0 +1,60 @@
+"""Embedding stage throughput next to raw model.encode() on the same texts and batch size, and peak memory."""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import median, scratch_memory, timed, write_result  # noqa: E402
+from bench.ingest import candidates  # noqa: E402
+from memory_assets import embeddings, ledger  # noqa: E402
+from memory_assets import vocabulary as V  # noqa: E402
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--units", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--model", default=V.DEFAULT_SERVING_MODEL)
+    args = parser.parse_args()
+    embedder = embeddings.embedder_for(args.model)
+    embedder.encode(["warm up"])
+    rss_after_load = peak_rss_mib()
+    today = datetime.now(timezone.utc).date()
+    stage, raw = [], []
+    with scratch_memory() as mem, mem.connection() as conn:
+        ledger.remember_many(conn, candidates(args.units, "embed-bench"))
+        units = embeddings.stale_units(conn, args.model, limit=args.units)
+        texts = embeddings.texts_of(embedder.spec, units)
+        for _ in range(args.repeats):
+            conn.execute("DELETE FROM memory_embeddings")
+            seconds, counts = timed(embeddings.embed_day, conn, embedder, today)
+            assert counts["written"] == args.units, counts
+            stage.append(args.units / seconds)
+            seconds, _ = timed(embedder.model.encode, texts, batch_size=embedder.batch_size,
+                               normalize_embeddings=True, show_progress_bar=False)
+            raw.append(args.units / seconds)
+    write_result("embed", {
+        "model": args.model,
+        "batch_size": embedder.batch_size,
+        "units": args.units,
+        "units_per_second_median": {"embedding_stage": round(median(stage), 1), "raw_encode": round(median(raw), 1)},
+        "runs": {"embedding_stage": [round(x, 1) for x in stage], "raw_encode": [round(x, 1) for x in raw]},
+        "ratio_stage_vs_raw_encode": round(median(stage) / median(raw), 3),
+        "goal_ratio": 0.9,
+        "peak_rss_mib": {"after_model_load": round(rss_after_load, 1), "end": round(peak_rss_mib(), 1)},
+        "note": "stage = read stale units, build texts, encode, write version-guarded vectors (HNSW index maintained)",
+    })
+
+
+if __name__ == "__main__":
+    main()

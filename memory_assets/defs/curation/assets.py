@@ -1,0 +1,29 @@
+"""Daily curation after embeddings: merge near-duplicates, send contradictions to review, promote proposals."""
+
+import dagster as dg
+
+from memory_assets import curation, embeddings
+from memory_assets.defs.embeddings.assets import unit_embeddings
+from memory_assets.defs.partitions import daily, days_of
+from resources import PostgresResource, RerankerResource
+
+
+@dg.asset(
+    partitions_def=daily,
+    deps=[dg.AssetDep(unit_embeddings, partition_mapping=dg.MultiToSingleDimensionPartitionMapping("day"))],
+    group_name="curation",
+    kinds={"postgres"},
+    backfill_policy=dg.BackfillPolicy.single_run(),
+)
+def curated_units(context: dg.AssetExecutionContext, postgres: PostgresResource,
+                  reranker: RerankerResource) -> dg.MaterializeResult:
+    """Units of the day curated against older ones by the serving model's vectors; each revision is curated once."""
+    totals: dict[str, int] = {}
+    with postgres.memory().connection() as conn:
+        model = embeddings.serving_model(conn)
+        for day in days_of(context.partition_time_window):
+            counts = curation.curate_day(conn, model, day, agreement=reranker.agreement())
+            context.log.info(f"curated {day}: {counts}")
+            totals = {k: totals.get(k, 0) + v for k, v in counts.items()}
+        queue = len(curation.review_queue(conn))
+    return dg.MaterializeResult(metadata={"serving_model": model, **totals, "review_queue": queue})

@@ -1,0 +1,108 @@
+"""Curation on the real model: paraphrases merge, contradictions go to review, proposals are promoted."""
+
+from datetime import date, datetime, timedelta, timezone
+
+import pytest
+
+from memory_assets import curation, embeddings
+from memory_assets import vocabulary as V
+from tests.test_embeddings import T1, embedder  # noqa: F401  (session fixture)
+
+TODAY = datetime.now(timezone.utc).date()
+
+
+def embed_all(conn, embedder):
+    embeddings.embed_units(conn, embedder, embeddings.stale_units(conn, T1, limit=10_000))
+
+
+PARAPHRASES = [
+    (("Staging database requires TLS", "The staging PostgreSQL only accepts connections with sslmode=require."),
+     ("Staging DB needs TLS", "The staging Postgres database only accepts sslmode=require connections.")),
+    (("Staging requires TLS", "Staging PostgreSQL requires sslmode=require."),
+     ("Staging requires TLS.", "Staging PostgreSQL requires sslmode=require")),
+]
+
+
+@pytest.mark.parametrize("old,new", PARAPHRASES)
+def test_paraphrases_merge_into_the_older_unit(mem, conn, embedder, old, new):
+    first = mem.remember(project="acme", kind="env", type="semantic", title=old[0], body=old[1], task_id="T-1")
+    second = mem.remember(project="acme", kind="env", type="semantic", title=new[0], body=new[1], task_id="T-2")
+    embed_all(conn, embedder)
+    assert curation.curate_day(conn, T1, TODAY)["merged"] == 1
+    canonical, newcomer = mem.unit("acme", first.token), mem.unit("acme", second.token)
+    assert newcomer["status"] == "retired" and newcomer["duplicate_of"] == canonical["id"]
+    assert canonical["status"] == "active" and canonical["importance"] == pytest.approx(0.5 + V.MERGE_IMPORTANCE_BUMP)
+    assert [s["task_id"] for s in canonical["sources"]] == ["T-1", "T-2"]
+    live = conn.execute("SELECT count(*) FROM memory_units WHERE status IN ('proposed','review','active')").fetchone()[0]
+    assert live == 1
+    assert curation.curate_day(conn, T1, TODAY) == {"merged": 0, "review": 0, "promoted": 0, "unchanged": 0}
+
+
+def test_the_vpn_contradiction_goes_to_review_never_merges(mem, conn, embedder):
+    deferred = mem.remember(project="acme", kind="note", type="semantic", title="VPN rollout deferred to Q3",
+                            body="The VPN rollout was deferred to Q3 after the security review.")
+    cancelled = mem.remember(project="acme", kind="note", type="semantic", title="VPN rollout cancelled",
+                             body="The VPN rollout was cancelled after the security review.")
+    embed_all(conn, embedder)
+    counts = curation.curate_day(conn, T1, TODAY)
+    assert counts["merged"] == 0 and counts["review"] == 1
+    unit = mem.unit("acme", cancelled.token)
+    assert unit["status"] == "review" and str(unit["conflicts_with"]) == deferred.unit_id
+    assert [r["token"] for r in mem.review_queue("acme")] == [cancelled.token]
+
+
+def test_unrelated_units_and_episodes_are_left_alone(mem, conn, embedder):
+    mem.remember(project="acme", kind="note", type="episodic", title="VPN rollout deferred to Q3",
+                 body="The VPN rollout was deferred to Q3 after the security review.")
+    mem.remember(project="acme", kind="note", type="episodic", title="VPN rollout cancelled",
+                 body="The VPN rollout was cancelled after the security review.")
+    mem.remember(project="acme", kind="note", type="semantic", title="Release train on Thursdays",
+                 body="Releases are cut on Thursday mornings UTC.")
+    embed_all(conn, embedder)
+    assert curation.curate_day(conn, T1, TODAY)["review"] == 0
+
+
+def test_promotion_needs_two_sources_or_a_day(mem, conn, embedder):
+    fact = dict(project="acme", kind="env", type="semantic", confidence=0.7)
+    two = mem.remember(title="Builds need 8 GiB", body="Release builds need 8 GiB because the linker is greedy.",
+                       task_id="T-1", **fact)
+    mem.remember(title="Builds need 8 GiB", body="Release builds need 8 GiB because the linker is greedy.",
+                 task_id="T-2", **fact)
+    one = mem.remember(title="Cache on NFS", body="The build cache lives on NFS because local disks are small.",
+                       task_id="T-3", **fact)
+    embed_all(conn, embedder)
+    counts = curation.curate_day(conn, T1, TODAY)
+    assert counts["promoted"] == 1, counts
+    assert (mem.unit("acme", two.token)["status"], mem.unit("acme", one.token)["status"]) == ("active", "proposed")
+    assert curation.curate_day(conn, T1, TODAY)["promoted"] == 0  # a re-run of the day decides the same
+    conn.execute("UPDATE memory_units SET created_at = created_at - interval '2 days'")
+    assert curation.curate_day(conn, T1, TODAY)["promoted"] == 1  # two days old, never conflicted
+    assert mem.unit("acme", one.token)["status"] == "active"
+
+
+def test_review_decisions_are_audited(mem, conn, embedder):
+    deferred = mem.remember(project="acme", kind="note", type="semantic", title="VPN rollout deferred to Q3",
+                            body="The VPN rollout was deferred to Q3 after the security review.")
+    cancelled = mem.remember(project="acme", kind="note", type="semantic", title="VPN rollout cancelled",
+                             body="The VPN rollout was cancelled after the security review.")
+    low = mem.remember(project="acme", kind="note", type="semantic", title="Office moves in May",
+                       body="The office moves to the new building in May.", confidence=0.4)
+    embed_all(conn, embedder)
+    curation.curate_day(conn, T1, TODAY)
+    with pytest.raises(Exception, match="not in review"):
+        mem.decide("acme", deferred.token, "approve")
+    mem.decide("acme", cancelled.token, "supersede", deferred.token, actor="alice")
+    mem.decide("acme", low.token, "reject", actor="bob")
+    old, new = mem.unit("acme", deferred.token), mem.unit("acme", cancelled.token)
+    assert old["status"] == "superseded" and old["valid_until"] is not None
+    assert new["status"] == "active" and new["supersedes_id"] == old["id"]
+    assert mem.unit("acme", low.token)["status"] == "retired"
+    actions = conn.execute("SELECT actor, action FROM audit_log WHERE action LIKE 'review_%' ORDER BY id").fetchall()
+    assert actions == [("alice", "review_supersede"), ("bob", "review_reject")]
+    assert mem.review_queue("acme") == []
+
+
+def test_change_signal():
+    assert curation.change_signal("VPN rollout deferred to Q3", "VPN rollout cancelled")
+    assert curation.change_signal("Deploys on 3 nodes", "Deploys on 5 nodes")
+    assert not curation.change_signal("Caroline went to a pride parade", "Caroline went to a support group")

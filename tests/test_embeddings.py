@@ -1,0 +1,109 @@
+"""Version-bound vectors on the real model and database: corrections, forget, the journal, two models."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from memory_assets import embeddings, journal, ledger, lifecycle
+from memory_assets import vocabulary as V
+
+T1, T2 = "minilm-l6@gt0.1-t1", "minilm-l6@gt0.1-t2"
+FACT = dict(kind="env", type="semantic", title="Staging database requires TLS",
+            body="The staging PostgreSQL only accepts connections with sslmode=require.")
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    return embeddings.embedder_for(T1)
+
+
+def served_vector(conn, unit_id, model=T1):
+    """The vector reads would serve: bound to the unit's current revision and content."""
+    row = conn.execute("SELECT e.embedding FROM memory_embeddings e JOIN memory_units u ON u.id = e.unit_id "
+                       "AND e.unit_revision = u.revision AND e.content_hash = u.content_hash "
+                       "WHERE e.unit_id = %s AND e.model_key = %s", (unit_id, model)).fetchone()
+    return None if row is None else row[0].to_numpy()
+
+
+def test_vectors_are_normalised_and_bound_to_revision(mem, conn, embedder):
+    unit_id = mem.remember(project="acme", **FACT).unit_id
+    units = embeddings.stale_units(conn, T1, unit_ids=[unit_id])
+    assert embeddings.embed_units(conn, embedder, units) == 1
+    vector = served_vector(conn, unit_id)
+    assert vector.shape == (384,) and abs(np.linalg.norm(vector) - 1) < 1e-4
+    assert embeddings.stale_units(conn, T1, unit_ids=[unit_id]) == []
+    assert mem.correct("acme", "mem-1", body="The staging PostgreSQL only accepts TLS connections (sslmode=require).") == 2
+    assert served_vector(conn, unit_id) is None  # the old vector is ignored at once
+    assert [u[1] for u in embeddings.stale_units(conn, T1, unit_ids=[unit_id])] == [2]
+
+
+def test_a_correction_racing_an_inflight_embedding_never_leaves_the_old_vector_served(mem, conn, clean, embedder):
+    import psycopg
+
+    unit_id = mem.remember(project="acme", **FACT).unit_id
+    units = embeddings.stale_units(conn, T1, unit_ids=[unit_id])   # the embedder read revision 1 ...
+    texts = embeddings.texts_of(embedder.spec, units)
+    vectors = embedder.encode(texts)                                 # ... and is still computing
+    conn.commit()
+    with psycopg.connect(clean) as corrector:                      # a second connection corrects meanwhile
+        corrector.execute("UPDATE memory_units SET body = 'Staging accepts only sslmode=require connections.' "
+                          "WHERE id = %s", (unit_id,))
+        written = {}
+        writer = threading.Thread(target=lambda: written.setdefault(
+            "n", embeddings.write_vectors(conn, embedder.spec, units, texts, vectors)))
+        writer.start()                                               # blocks on the correction's row lock
+        writer.join(timeout=1)
+        assert writer.is_alive()
+        corrector.commit()
+    writer.join(timeout=30)
+    assert written["n"] == 0                                         # the stale vector was not committed
+    assert served_vector(conn, unit_id) is None
+    units = embeddings.stale_units(conn, T1, unit_ids=[unit_id])
+    assert embeddings.embed_units(conn, embedder, units) == 1
+    text = conn.execute("SELECT body FROM memory_units WHERE id = %s", (unit_id,)).fetchone()[0]
+    digest = conn.execute("SELECT text_digest FROM memory_embeddings WHERE unit_id = %s", (unit_id,)).fetchone()[0]
+    assert digest == embeddings.digest(embeddings.embedding_text("t1", FACT["title"], text, []))
+
+
+def test_forget_removes_the_vectors_in_the_same_transaction(mem, conn, embedder):
+    unit_id = mem.remember(project="acme", **FACT).unit_id
+    embeddings.embed_units(conn, embedder, embeddings.stale_units(conn, T1, unit_ids=[unit_id]))
+    lifecycle.forget(conn, unit_id, actor="test", reason="asked")
+    assert conn.execute("SELECT count(*) FROM memory_embeddings").fetchone()[0] == 0
+    assert embeddings.stale_units(conn, T1) == []  # a tombstone is never embedded again
+
+
+def test_journal_pages_resume_and_deleted_rows_still_advance(mem, conn):
+    for i in range(5):
+        mem.remember(project="acme", kind="env", type="semantic", title=f"Fact {i}",
+                     body=f"Service {i} needs port {9000 + i} because the proxy maps it.")
+    first = journal.page(conn, "test", limit=3)
+    assert [c.change for c in first] == ["insert"] * 3
+    journal.advance(conn, "test", first[-1])
+    conn.commit()
+    conn.execute("DELETE FROM memory_sources WHERE unit_id = (SELECT id FROM memory_units WHERE number = 5)")
+    conn.execute("UPDATE memory_inbox SET unit_id = NULL WHERE unit_id = (SELECT id FROM memory_units WHERE number = 5)")
+    conn.execute("DELETE FROM memory_units WHERE number = 5")
+    conn.commit()
+    rest = journal.page(conn, "test", limit=100)
+    assert [c.change for c in rest] == ["insert", "insert", "delete"]
+    journal.advance(conn, "test", rest[-1])
+    conn.commit()
+    assert journal.page(conn, "test") == []
+
+
+def test_embed_changes_follows_the_journal(mem, conn, embedder):
+    mem.remember(project="acme", **FACT)
+    assert embeddings.embed_changes(conn, embedder) == {"changes": 1, "embedded": 1}
+    assert embeddings.embed_changes(conn, embedder) == {"changes": 0, "embedded": 0}
+    mem.correct("acme", "mem-1", title="Staging DB requires TLS")
+    assert embeddings.embed_changes(conn, embedder) == {"changes": 1, "embedded": 1}
+
+
+def test_serving_model_is_a_database_setting(mem):
+    assert mem.serving_model() == V.DEFAULT_SERVING_MODEL
+    mem.set_serving_model(T2)
+    assert mem.serving_model() == T2
+    with pytest.raises(Exception, match="unknown model key"):
+        mem.set_serving_model("nope@1")
