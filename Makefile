@@ -32,6 +32,7 @@ dev: install
 bench: install
 	$(PY) bench/ingest.py
 	$(PY) bench/embed.py
+	$(PY) bench/recall.py
 
 clean:
 	rm -rf .memory_assets .pytest_cache bench/results/*.tmp

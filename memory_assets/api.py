@@ -9,17 +9,42 @@ from typing import Iterator
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from memory_assets import curation, database, embeddings, gates, ledger
+import functools
+import logging
+
+import numpy as np
+
+from memory_assets import authz, curation, database, embeddings, gates, ledger, lifecycle, recall
 from memory_assets import vocabulary as V
 from memory_assets.ledger import RememberResult
+from memory_assets.recall import RecallResult
+
+log = logging.getLogger(__name__)
+
+
+@functools.lru_cache(maxsize=V.QUERY_VECTOR_CACHE_SIZE)
+def _query_vector(model_key: str, normalised_query: str) -> np.ndarray:
+    vector = embeddings.embedder_for(model_key).encode([normalised_query])[0]
+    vector.setflags(write=False)
+    return vector
+
+
+def encode_query(model_key: str, query: str) -> np.ndarray | None:
+    """The query's vector under a model (bounded cache by model and normalised query); None when unavailable."""
+    try:
+        return _query_vector(model_key, gates.normalise(query))
+    except Exception as error:  # degrade to sparse recall, never fail
+        log.warning("query encoder unavailable model=%s reason=%s", model_key, type(error).__name__)
+        return None
 
 
 class Memory:
     """Long-term memory for agents: remember, look up and count units in one PostgreSQL ledger."""
 
-    def __init__(self, pool: ConnectionPool, url: str):
+    def __init__(self, pool: ConnectionPool, url: str, encoder: recall.QueryEncoder | None = encode_query):
         self.pool = pool
         self.url = url
+        self.encoder = encoder
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
@@ -55,6 +80,7 @@ class Memory:
         source_text: str | None = None,
         source_ref: str | None = None,
         valid_from: datetime | None = None,
+        supersedes: str | None = None,
     ) -> RememberResult:
         """Validate, gate, dedupe and store one unit; a ValidationError names the field and its limit."""
         candidate = gates.validate(
@@ -64,7 +90,35 @@ class Memory:
             source_text=source_text,
         )
         with self.connection() as conn:
-            return ledger.remember(conn, candidate)
+            return ledger.remember(conn, candidate, supersedes=supersedes)
+
+    def recall(self, project: str, query: str, k: int = V.RECALL_DEFAULT_K, as_of: datetime | None = None,
+               kinds: list[str] | None = None, types: list[str] | None = None, paths: list[str] | None = None,
+               actor: authz.Actor | None = None, legs: str = "hybrid") -> RecallResult:
+        """Hybrid recall of active units valid at `as_of` (default now), with score components and citations."""
+        with self.connection() as conn:
+            return recall.recall(conn, project, query, k, as_of=as_of, kinds=kinds, types=types, paths=paths,
+                                 actor=actor, encoder=self.encoder, legs=legs)
+
+    def forget(self, project: str, token: str, actor: authz.Actor, reason: str | None = None) -> str:
+        """Tombstone a unit everywhere for good (needs the forget scope); returns its id."""
+        with self.connection() as conn:
+            return lifecycle.forget(conn, project, token, actor, reason)
+
+    def confirm(self, project: str, token: str, task_id: str, actor: str = "api") -> dict:
+        """One confirmation per (unit, task): trust rises."""
+        with self.connection() as conn:
+            return lifecycle.vote(conn, project, token, task_id, 1, actor)
+
+    def flag(self, project: str, token: str, task_id: str, actor: str = "api") -> dict:
+        """One flag per (unit, task): trust falls; past the threshold the unit is flagged and leaves recall."""
+        with self.connection() as conn:
+            return lifecycle.vote(conn, project, token, task_id, -1, actor)
+
+    def history(self, project: str, token: str) -> list[dict]:
+        """The supersession chain through a unit, oldest first."""
+        with self.connection() as conn:
+            return lifecycle.history(conn, project, token)
 
     def unit(self, project: str, token: str) -> dict | None:
         """The unit `mem-<n>` of a project with its sources, or None."""

@@ -314,6 +314,71 @@ def review_decide(token, decision, target, project, actor, as_json):
     emit(result, as_json, f"{token}: {decision}" + (f" {target}" if target else ""))
 
 
+@main.command("recall")
+@click.option("--project", required=True)
+@click.option("--query", required=True)
+@click.option("--k", default=V.RECALL_DEFAULT_K, show_default=True, type=int)
+@click.option("--as-of", help="ISO 8601 time to recall as of (default: now).")
+@click.option("--kind", "kinds", multiple=True)
+@click.option("--type", "types", multiple=True)
+@click.option("--path", "paths", multiple=True)
+@click.option("--json", "as_json", is_flag=True)
+def recall_(project, query, k, as_of, kinds, types, paths, as_json):
+    """Hybrid recall with citations: the units of a project that best answer a query."""
+    at = None
+    if as_of:
+        try:
+            at = datetime.fromisoformat(as_of)
+        except ValueError:
+            fail(f"as_of: must be an ISO 8601 time (got {as_of!r})")
+        at = at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+    with memory() as mem:
+        try:
+            result = mem.recall(project, query, k, as_of=at, kinds=list(kinds) or None, types=list(types) or None,
+                                paths=list(paths) or None)
+        except ValidationError as error:
+            fail(str(error))
+    data = {"mode": result.mode, "notes": result.notes, "hits": [h.as_dict() for h in result.hits]}
+    text = "\n".join([f"mode: {result.mode}"] + [
+        f"{h.token} {h.score:.3f} [{h.kind}] {h.title}\n    {h.body[:160]}\n    cites: "
+        + ", ".join(f"{c['feed']}/{c['task_id']}" for c in h.citations) for h in result.hits])
+    emit(data, as_json, text)
+
+
+@main.group("eval")
+def eval_() -> None:
+    """Evaluations against public benchmarks."""
+
+
+@eval_.command("locomo")
+@click.option("--data", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--units", type=click.Choice(["dialog", "observation"]), default="dialog", show_default=True)
+@click.option("--k", "ks", default="1,5,10,25", show_default=True)
+@click.option("--mode", type=click.Choice(["hybrid", "dense", "sparse"]), default="hybrid", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), help="Also write the JSON report here.")
+@click.option("--json", "as_json", is_flag=True)
+def eval_locomo(data, units, ks, mode, out, as_json):
+    """LoCoMo: recall of evidence dialog ids in the top k, per category, with latency, legs side by side."""
+    from memory_assets.evaluation import locomo
+
+    try:
+        k_values = sorted({int(k) for k in ks.split(",")})
+    except ValueError:
+        fail(f"k: comma-separated integers (got {ks!r})")
+    if not all(1 <= k <= V.RECALL_MAX_K for k in k_values):
+        fail(f"k: each between 1 and {V.RECALL_MAX_K}")
+    with memory() as mem:
+        report = locomo.run(mem, Path(data), units, k_values, mode, log=lambda m: click.echo(m, err=True))
+    if out:
+        Path(out).write_text(json.dumps(report, indent=2) + "\n")
+    emit(report, as_json, "\n".join(
+        [f"LoCoMo {units} units, mode {mode}: {report['questions']} questions ({report['skipped']} skipped)"]
+        + [f"  R@{k}: {v:.3f}" for k, v in report["recall_at"].items()]
+        + [f"  side by side: {m} " + " ".join(f"@{k}={v:.3f}" for k, v in r.items())
+           for m, r in report.get("side_by_side", {}).items()]
+        + [f"  latency p50 {report['latency_ms']['p50']} ms, p95 {report['latency_ms']['p95']} ms"]))
+
+
 DEMO_FILE = Path(__file__).parent / "demo" / "demo_units.jsonl"
 
 

@@ -143,9 +143,9 @@ def stale_units(conn: psycopg.Connection, model_key: str, *, day: date | None = 
 
 
 WRITE_VECTOR = """
-INSERT INTO memory_embeddings (unit_id, model_key, unit_revision, content_hash, text_digest, model_name,
+INSERT INTO memory_embeddings (unit_id, project, model_key, unit_revision, content_hash, text_digest, model_name,
                                model_revision, dim, embedding)
-SELECT u.id, %(model)s, u.revision, u.content_hash, %(digest)s, %(name)s, %(revision)s, %(dim)s, %(vector)s
+SELECT u.id, u.project, %(model)s, u.revision, u.content_hash, %(digest)s, %(name)s, %(revision)s, %(dim)s, %(vector)s
 FROM memory_units u
 WHERE u.id = %(unit_id)s AND u.revision = %(unit_revision)s AND u.status <> 'forgotten'
 FOR SHARE

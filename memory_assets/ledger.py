@@ -128,12 +128,17 @@ def fold(conn: psycopg.Connection, *, day: date | None = None, ids: list[int] | 
         params["projects"] = projects
         inserted = conn.execute(query("fold_inbox"), params).rowcount
         linked = conn.execute(query("link_inbox"), params).rowcount
-    log.info("folded inbox day=%s projects=%d inserted=%d sources=%d", day, len(projects), inserted, linked)
-    return {"inserted": inserted, "linked": linked, "projects": len(projects)}
+        buried = conn.execute(query("bury_inbox"), params).rowcount
+    log.info("folded inbox day=%s projects=%d inserted=%d sources=%d forgotten=%d", day, len(projects), inserted,
+             linked, buried)
+    return {"inserted": inserted, "linked": linked, "forgotten": buried, "projects": len(projects)}
 
 
-def remember(conn: psycopg.Connection, candidate: gates.Candidate) -> RememberResult:
-    """The public write path for one candidate: gates, then inbox, then fold; rejected text is never stored."""
+def remember(conn: psycopg.Connection, candidate: gates.Candidate, supersedes: str | None = None) -> RememberResult:
+    """The public write path for one candidate: gates, then inbox, then fold; rejected text is never stored.
+
+    With `supersedes` (a token), the new unit replaces that one in the same transaction.
+    """
     reason = gates.gate(candidate, canon_of(conn, candidate.project))
     if reason:
         with conn.transaction():
@@ -141,6 +146,7 @@ def remember(conn: psycopg.Connection, candidate: gates.Candidate) -> RememberRe
         return RememberResult(status=V.OUTCOME_REJECTED, reason=reason)
     candidate = gates.without_source_text(candidate)
     with conn.transaction():
+        old_id = unit_id_of(conn, candidate.project, supersedes) if supersedes else None
         capture(conn, [candidate])
         inbox_id, folded_unit = conn.execute(
             "SELECT id, unit_id FROM memory_inbox WHERE idempotency_key = %s", (candidate.idempotency_key,)
@@ -152,7 +158,14 @@ def remember(conn: psycopg.Connection, candidate: gates.Candidate) -> RememberRe
             "WHERE i.id = %s",
             (inbox_id,),
         ).fetchone()
-    outcome, unit_id, number, status = row
+        outcome, unit_id, number, status = row
+        if outcome == "forgotten":
+            record_rejection(conn, candidate, V.REASON_FORGOTTEN)
+            return RememberResult(status=V.OUTCOME_REJECTED, reason=V.REASON_FORGOTTEN)
+        if old_id is not None:
+            from memory_assets import lifecycle
+
+            lifecycle.supersede(conn, unit_id, old_id, actor=candidate.persona or candidate.feed)
     replayed = folded_unit is not None
     status = V.OUTCOME_DUPLICATE if (outcome == "duplicate" or replayed) else status
     return RememberResult(status=status, token=token_of(number), unit_id=str(unit_id))
@@ -240,8 +253,9 @@ def remember_many(conn: psycopg.Connection, candidates: list[gates.Candidate], *
             else:
                 passed.append(gates.without_source_text(candidate))
         captured = capture(conn, passed)
-        folded = fold(conn, ids=_inbox_ids(conn, passed)) if fold_now and passed else {"inserted": 0, "linked": 0}
+        folded = fold(conn, ids=_inbox_ids(conn, passed)) if fold_now and passed else {"inserted": 0}
     return {"captured": captured, "inserted": folded["inserted"], "rejected": rejected}
+
 
 
 def _inbox_ids(conn: psycopg.Connection, candidates: list[gates.Candidate]) -> list[int]:

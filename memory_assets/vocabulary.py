@@ -43,6 +43,7 @@ REASON_VERBATIM_FILE_TEXT = "verbatim_file_text"
 REASON_CANON_DUPLICATE = "canon_duplicate"
 REASON_GOTCHA_WITHOUT_REPRO = "gotcha_without_repro"
 REASON_SECRET = "secret"
+REASON_FORGOTTEN = "forgotten"  # the same content was forgotten in this project: it never comes back
 REJECTION_REASONS = (
     REASON_DECISION_KIND,
     REASON_SESSION_SUMMARY,
@@ -124,3 +125,38 @@ MERGE_IMPORTANCE_BUMP = 0.05
 PROMOTE_MIN_SOURCES = 2     # proposed -> active with this many independent sources…
 PROMOTE_AFTER_DAYS = 1      # …or after this many days without a conflict
 REVIEW_DECISIONS = ("approve", "reject", "supersede")
+
+# --- Recall ---------------------------------------------------------------------------------
+APP_ROLE = "memory_app"     # the non-owner role every request runs as, under row-level security
+RECALL_DEFAULT_K = 8
+RECALL_MAX_K = 100
+RECALL_CANDIDATES = 100     # rows each leg contributes before fusion
+RECALL_MAX_QUERY_CHARS = 2000
+RECALL_MAX_QUERY_TERMS = 32 # a long query cannot make the full-text leg scan everything
+RRF_K = 20                  # smaller than the usual 60: top ranks of each leg matter more (LoCoMo dev: +0.02 R@10)
+CONTEXT_WINDOW = 2          # neighbouring turns of the same session that share a match's relevance / distance
+CONTEXT_WEIGHT = 0.5        # (LoCoMo dev: +0.03 R@10)
+CONTEXT_SEEDS = 30
+PERSONA_BOOST = 0.2         # a unit whose source persona the query names (LoCoMo dev: +0.008 R@10)
+DENSE_WEIGHT = 1.0
+SPARSE_WEIGHT = 1.0         # tried 0.7 and 1.3 on LoCoMo dev: within ±0.01
+RECENCY_HALF_LIFE_DAYS = 180
+QUERY_VECTOR_CACHE_SIZE = 1024
+RECALL_MODES = ("hybrid", "sparse_only", "dense_only")
+
+# --- Lifecycle ------------------------------------------------------------------------------
+# trust = (confirms + TRUST_PRIOR_WEIGHT * DEFAULT_TRUST) / (confirms + flags + TRUST_PRIOR_WEIGHT): a Beta-style
+# mean that starts at DEFAULT_TRUST, rises with confirmations and falls with flags.
+TRUST_PRIOR_WEIGHT = 2.0
+FLAG_THRESHOLD = 3               # flags >= this and more flags than confirms -> status flagged (out of recall)
+DECAY_HALF_LIFE_DAYS = 30        # recency decay of a unit's last activity
+ACTIVATION_WEIGHTS = {"read": 1.0, "cited": 2.0, "followed": 3.0}
+ACTIVATION_HALF_LIFE_DAYS = 14
+TRUST_DECAY_AFTER_DAYS = 30      # without a confirmation trust starts decaying…
+TRUST_DECAY_AFTER_DAYS_CONFIRMED = 90  # …90 days when it was ever confirmed
+TRUST_DECAY_HALF_LIFE_DAYS = 60
+TRUST_FLOOR = 0.2                # decayed trust never goes below; a unit at the floor is stale
+EPISODIC_TTL_DAYS = 90           # from valid_from (or last use): then expired, never deleted
+CONSOLIDATION_MIN_CLUSTER = 5
+CONSOLIDATION_DISTANCE = 0.9     # agglomerative clustering, average linkage, cosine distance threshold
+CONSOLIDATION_KEYWORDS = 5

@@ -5,7 +5,7 @@ import threading
 import numpy as np
 import pytest
 
-from memory_assets import embeddings, journal, ledger, lifecycle
+from memory_assets import authz, embeddings, journal, lifecycle
 from memory_assets import vocabulary as V
 
 T1, T2 = "minilm-l6@gt0.1-t1", "minilm-l6@gt0.1-t2"
@@ -69,7 +69,7 @@ def test_a_correction_racing_an_inflight_embedding_never_leaves_the_old_vector_s
 def test_forget_removes_the_vectors_in_the_same_transaction(mem, conn, embedder):
     unit_id = mem.remember(project="acme", **FACT).unit_id
     embeddings.embed_units(conn, embedder, embeddings.stale_units(conn, T1, unit_ids=[unit_id]))
-    lifecycle.forget(conn, unit_id, actor="test", reason="asked")
+    lifecycle.forget(conn, "acme", "mem-1", authz.Actor.for_project("acme", forget=True), reason="asked")
     assert conn.execute("SELECT count(*) FROM memory_embeddings").fetchone()[0] == 0
     assert embeddings.stale_units(conn, T1) == []  # a tombstone is never embedded again
 

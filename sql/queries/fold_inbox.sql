@@ -1,5 +1,6 @@
 -- Fold unfolded inbox rows (selected by %(day)s or %(ids)s) into the ledger: new content becomes units
--- numbered after the project's counter, every row becomes a source of the live unit with its content.
+-- numbered after the project's counter, every row becomes a source of the live unit with its content. Content
+-- that was forgotten is never inserted again (bury_inbox.sql links it to the tombstone).
 -- The caller holds the counter rows of %(projects)s locked (ledger.lock_projects) for the transaction.
 WITH cand AS (
     SELECT DISTINCT ON (i.project, i.kind, i.content_hash) i.*
@@ -11,7 +12,7 @@ WITH cand AS (
       AND NOT EXISTS (
           SELECT 1 FROM memory_units u
           WHERE u.project = i.project AND u.kind = i.kind AND u.content_hash = i.content_hash
-            AND u.status IN ('proposed', 'review', 'active', 'flagged', 'stale'))
+            AND u.status IN ('proposed', 'review', 'active', 'flagged', 'stale', 'forgotten'))
     ORDER BY i.project, i.kind, i.content_hash, i.id
 ), numbered AS (
     SELECT c.*, p.last_number + row_number() OVER (PARTITION BY c.project ORDER BY c.id) AS number

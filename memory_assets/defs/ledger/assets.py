@@ -22,7 +22,7 @@ def ledger_units(context: dg.AssetExecutionContext, postgres: PostgresResource) 
     with postgres.memory().connection() as conn:
         for day in days:
             counts = ledger.fold(conn, day=day)
-            totals = {k: totals[k] + counts[k] for k in totals}
+            totals = {k: totals[k] + counts.get(k, 0) for k in totals}
             context.log.info(f"folded {day}: {counts['inserted']} new units, {counts['linked']} sources")
         summary = ledger.day_summary(conn, days[0], days[-1])
     return dg.MaterializeResult(

@@ -1,0 +1,43 @@
+"""Who is asking: an actor's project scopes, enforced by row-level security in each request's transaction."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import psycopg
+
+from memory_assets import vocabulary as V
+
+
+@dataclass(frozen=True)
+class Actor:
+    """A caller and the projects it may read, write and forget in."""
+
+    name: str
+    read: tuple[str, ...] = field(default_factory=tuple)
+    write: tuple[str, ...] = field(default_factory=tuple)
+    forget: tuple[str, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def for_project(cls, project: str, name: str = "api", *, forget: bool = False) -> "Actor":
+        """An actor that may read and write one project (and forget in it when asked)."""
+        return cls(name=name, read=(project,), write=(project,), forget=(project,) if forget else ())
+
+    def may(self, scope: str, project: str) -> bool:
+        return project in getattr(self, scope)
+
+
+@contextmanager
+def scoped(conn: psycopg.Connection, actor: Actor) -> Iterator[psycopg.Connection]:
+    """A transaction run as the non-owner role with the actor's scopes set locally: the database filters rows."""
+    with conn.transaction():
+        conn.execute(f"SET LOCAL ROLE {V.APP_ROLE}")
+        for scope in ("read", "write", "forget"):
+            conn.execute("SELECT set_config(%s, %s, true)", (f"memory.{scope}", ",".join(getattr(actor, scope))))
+        yield conn
+        # inside an outer transaction SET LOCAL would outlive this block: hand the owner role back explicitly
+        conn.execute("RESET ROLE")
+        for scope in ("read", "write", "forget"):
+            conn.execute("SELECT set_config(%s, '', true)", (f"memory.{scope}",))

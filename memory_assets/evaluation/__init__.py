@@ -1,0 +1,1 @@
+"""Evaluations of memory-assets against public benchmarks."""

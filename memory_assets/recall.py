@@ -1,0 +1,260 @@
+"""Hybrid recall: dense (pgvector, serving model) and full-text legs, filtered before LIMIT, fused, cited."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Callable
+
+import numpy as np
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+
+from memory_assets import authz, embeddings, gates
+from memory_assets import vocabulary as V
+
+QueryEncoder = Callable[[str, str], "np.ndarray | None"]  # (model key, query) -> vector, None when unavailable
+
+# Every filter of the recall path, applied inside each leg before its LIMIT.
+UNIT_FILTERS = """
+    u.project = %(project)s
+    AND u.status IN ('active', 'superseded')
+    AND u.valid_from <= %(at)s AND (u.valid_until IS NULL OR u.valid_until > %(at)s)
+    AND (%(historical)s OR u.expired_at IS NULL)
+    AND (%(kinds)s::text[] IS NULL OR u.kind = ANY (%(kinds)s::text[]))
+    AND (%(types)s::text[] IS NULL OR u.type = ANY (%(types)s::text[]))
+    AND (%(paths)s::text[] IS NULL OR EXISTS (
+        SELECT 1 FROM unnest(u.paths) AS have, unnest(%(paths)s::text[]) AS want WHERE starts_with(have, want)))
+"""
+
+DENSE_EXACT = """
+SELECT e.unit_id, e.embedding <=> %(vector)s AS distance
+FROM memory_embeddings e
+JOIN memory_units u ON u.id = e.unit_id AND u.revision = e.unit_revision AND u.content_hash = e.content_hash
+WHERE e.model_key = %(model)s AND e.project = %(project)s AND {filters}
+ORDER BY distance
+LIMIT %(candidates)s
+"""
+
+SPARSE = """
+SELECT u.id AS unit_id, ts_rank(u.tsv, q) AS rank
+FROM memory_units u, to_tsquery('english', %(tsquery)s) AS q
+WHERE u.tsv @@ q AND {filters}
+ORDER BY rank DESC, u.number
+LIMIT %(candidates)s
+"""
+
+# Conversation structure: episodic units of one session that sit next to each other (by number) are turns of
+# one exchange; an answer often sits one turn away from the turn that matches the question.
+NEIGHBOURS = """
+SELECT c.id AS of_id, n.id AS unit_id, abs(n.number - c.number) AS distance
+FROM memory_units c
+JOIN memory_units n ON n.project = c.project AND n.type = 'episodic'
+                   AND n.number BETWEEN c.number - %(window)s AND c.number + %(window)s AND n.id <> c.id
+WHERE c.id = ANY (%(ids)s::uuid[]) AND c.type = 'episodic'
+  AND EXISTS (SELECT 1 FROM memory_sources a JOIN memory_sources b ON a.session_id = b.session_id
+              WHERE a.unit_id = c.id AND b.unit_id = n.id)
+  AND {filters}
+"""
+
+DETAILS = """
+SELECT u.id AS unit_id, 'mem-' || u.number AS token, u.title, u.body, u.kind, u.type, u.importance, u.trust,
+       u.valid_from, u.valid_until, u.status, u.paths,
+       (SELECT array_agg(DISTINCT lower(s.persona)) FROM memory_sources s WHERE s.unit_id = u.id) AS personas,
+       CASE WHEN %(historical)s THEN NULL ELSE
+           (SELECT d.recency FROM decay_scores d WHERE d.unit_id = u.id ORDER BY d.day DESC LIMIT 1) END AS recency
+FROM memory_units u WHERE u.id = ANY (%(ids)s::uuid[])
+"""
+
+CITATIONS = """
+SELECT unit_id, feed, task_id, session_id, persona, observed_sha AS commit, source_ref
+FROM memory_sources WHERE unit_id = ANY (%(ids)s::uuid[]) ORDER BY id
+"""
+
+
+@dataclass
+class Hit:
+    """One recalled unit with its score, the score's components and the sources that back it."""
+
+    token: str
+    title: str
+    body: str
+    kind: str
+    type: str
+    score: float
+    components: dict
+    citations: list[dict]
+    valid_from: datetime
+    valid_until: datetime | None
+    status: str
+    unit_id: str
+    mode: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class RecallResult:
+    """The hits, best first, and which legs served them (hybrid | sparse_only | dense_only)."""
+
+    hits: list[Hit]
+    mode: str
+    notes: list[str] = field(default_factory=list)
+
+    def __iter__(self):
+        return iter(self.hits)
+
+    def __len__(self):
+        return len(self.hits)
+
+    def __getitem__(self, index):
+        return self.hits[index]
+
+
+STOPWORDS = frozenset("""a an the and or but of to in on at for with by from as is are was were be been being do does did
+what when where which who whom whose why how that this these those it its i you he she we they me him her us them my your
+his our their have has had not no yes can could would should will shall may might must about into over after before
+than then there here if so just also any all some""".split())
+
+
+def tsquery_terms(query: str) -> list[str]:
+    """The query's searchable words, de-duplicated, at most RECALL_MAX_QUERY_TERMS."""
+    words = [w.lower() for w in re.findall(r"[A-Za-z0-9]+", query)]
+    terms = [w for w in dict.fromkeys(words) if w not in STOPWORDS and len(w) > 1]
+    return terms[: V.RECALL_MAX_QUERY_TERMS]
+
+
+def validate_query(project: str, query: str, k: int, kinds, types, paths) -> None:
+    gates.validate(project=project, kind="note", type="semantic", title="q", body="q")
+    if not isinstance(query, str) or not query.strip():
+        raise gates.ValidationError("query", "must not be empty")
+    if len(query) > V.RECALL_MAX_QUERY_CHARS:
+        raise gates.ValidationError("query", f"at most {V.RECALL_MAX_QUERY_CHARS} characters (got {len(query)})")
+    if not isinstance(k, int) or not 1 <= k <= V.RECALL_MAX_K:
+        raise gates.ValidationError("k", f"must be between 1 and {V.RECALL_MAX_K} (got {k!r})")
+    for name, values, allowed in (("kinds", kinds, V.KINDS), ("types", types, V.TYPES)):
+        for value in values or []:
+            if value not in allowed:
+                raise gates.ValidationError(name, f"must be among {', '.join(allowed)} (got {value!r})")
+    if paths is not None and (isinstance(paths, str) or not all(isinstance(p, str) for p in paths)):
+        raise gates.ValidationError("paths", "must be a list of strings")
+
+
+def dense_leg(conn: psycopg.Connection, params: dict) -> list[tuple]:
+    """Exact cosine search over the serving model's current vectors, every filter applied before the LIMIT.
+
+    The model's HNSW index is not used here: with the join to units and the RLS filter, the planner never chose it
+    in bench/recall.py (see docs/scaling.md), and exact search keeps filters-before-LIMIT exact.
+    """
+    return conn.execute(sql.SQL(DENSE_EXACT).format(filters=sql.SQL(UNIT_FILTERS)), params).fetchall()
+
+
+def sparse_leg(conn: psycopg.Connection, params: dict) -> list[tuple]:
+    return conn.execute(sql.SQL(SPARSE).format(filters=sql.SQL(UNIT_FILTERS)), params).fetchall()
+
+
+def fuse(dense: list[tuple], sparse: list[tuple], weights: tuple[float, float]) -> dict[str, dict]:
+    """Weighted reciprocal rank fusion, normalised so a unit first in both legs scores 1."""
+    wd, ws = weights
+    best = (wd if dense else 0) / (V.RRF_K + 1) + (ws if sparse else 0) / (V.RRF_K + 1)
+    fused: dict[str, dict] = {}
+    for rank, (unit_id, distance) in enumerate(dense, start=1):
+        fused.setdefault(str(unit_id), {"dense": None, "sparse": None, "rrf": 0.0})
+        fused[str(unit_id)]["dense"] = 1.0 - float(distance)
+        fused[str(unit_id)]["rrf"] += wd / (V.RRF_K + rank)
+    for rank, (unit_id, score) in enumerate(sparse, start=1):
+        fused.setdefault(str(unit_id), {"dense": None, "sparse": None, "rrf": 0.0})
+        fused[str(unit_id)]["sparse"] = float(score)
+        fused[str(unit_id)]["rrf"] += ws / (V.RRF_K + rank)
+    for entry in fused.values():
+        entry["relevance"] = entry["rrf"] / best if best else 0.0
+    return fused
+
+
+MAX_RELEVANCE = (1 + V.CONTEXT_WEIGHT) * (1 + V.PERSONA_BOOST)
+
+
+def spread_to_neighbours(conn: psycopg.Connection, fused: dict[str, dict], params: dict) -> None:
+    """Give each episodic unit a share of its best-scoring neighbours' relevance (turns next to a match)."""
+    seeds = sorted(fused, key=lambda u: -fused[u]["relevance"])[: V.CONTEXT_SEEDS]
+    rows = conn.execute(sql.SQL(NEIGHBOURS).format(filters=sql.SQL(UNIT_FILTERS.replace("u.", "n."))),
+                        {**params, "ids": seeds, "window": V.CONTEXT_WINDOW}).fetchall()
+    bonus: dict[str, float] = {}
+    for of_id, unit_id, distance in rows:
+        share = V.CONTEXT_WEIGHT * fused[str(of_id)]["relevance"] / distance
+        bonus[str(unit_id)] = max(bonus.get(str(unit_id), 0.0), share)
+    for unit_id, extra in bonus.items():
+        entry = fused.setdefault(unit_id, {"dense": None, "sparse": None, "rrf": 0.0, "relevance": 0.0})
+        entry["context"] = extra
+        entry["relevance"] += extra
+
+
+def recency(valid_from: datetime, at: datetime) -> float:
+    age_days = max(0.0, (at - valid_from).total_seconds() / 86400)
+    return math.exp(-math.log(2) * age_days / V.RECENCY_HALF_LIFE_DAYS)
+
+
+def recall(conn: psycopg.Connection, project: str, query: str, k: int = V.RECALL_DEFAULT_K, *,
+           as_of: datetime | None = None, kinds=None, types=None, paths=None,
+           actor: authz.Actor | None = None, encoder: QueryEncoder | None = None, legs: str = "hybrid",
+           weights: tuple[float, float] = (V.DENSE_WEIGHT, V.SPARSE_WEIGHT)) -> RecallResult:
+    """Recall the units of a project that best answer a query, valid at `as_of` (default now), with citations."""
+    validate_query(project, query, k, kinds, types, paths)
+    if as_of is not None and as_of.tzinfo is None:
+        raise gates.ValidationError("as_of", "must be timezone-aware")
+    actor = actor or authz.Actor(name="api", read=(project,))
+    at = as_of or datetime.now(timezone.utc)
+    terms = tsquery_terms(query)
+    params = {"project": project, "at": at, "historical": as_of is not None, "kinds": list(kinds) if kinds else None,
+              "types": list(types) if types else None, "paths": list(paths) if paths else None,
+              "candidates": max(V.RECALL_CANDIDATES, k), "tsquery": " | ".join(terms)}
+    notes: list[str] = []
+    with authz.scoped(conn, actor):
+        model_key = embeddings.serving_model(conn)
+        vector = None
+        if legs in ("hybrid", "dense") and encoder is not None:
+            vector = encoder(model_key, query)
+        if vector is None and legs != "sparse":
+            notes.append("no query vector: the embedding model is unavailable")
+        dense = []
+        if vector is not None:
+            params.update(vector=vector, model=model_key)
+            dense = dense_leg(conn, params)
+            if not dense:
+                notes.append(f"no vectors of the serving model {model_key} match")
+        sparse = sparse_leg(conn, params) if terms and legs in ("hybrid", "sparse") else []
+        mode = "hybrid" if dense and terms else ("dense_only" if dense else "sparse_only")
+        fused = fuse(dense, sparse, weights)
+        if fused and V.CONTEXT_WEIGHT > 0:
+            spread_to_neighbours(conn, fused, params)
+        if not fused:
+            return RecallResult(hits=[], mode=mode, notes=notes)
+        with conn.cursor(row_factory=dict_row) as cur:
+            details = {str(r["unit_id"]): r for r in cur.execute(
+                DETAILS, {"ids": list(fused), "historical": as_of is not None}).fetchall()}
+            named = {w.lower() for w in re.findall(r"[A-Za-z0-9]+", query)}
+            for unit_id, entry in fused.items():
+                unit = details[unit_id]
+                if named & set(unit["personas"] or ()):
+                    entry["persona"] = V.PERSONA_BOOST
+                    entry["relevance"] *= 1 + V.PERSONA_BOOST
+                entry["relevance"] /= MAX_RELEVANCE  # back to 0..1 after the structure bonuses
+                entry["importance"] = float(unit["importance"])
+                entry["trust"] = float(unit["trust"])
+                entry["recency"] = recency(unit["valid_from"], at) if unit["recency"] is None else unit["recency"]
+                entry["score"] = entry["relevance"] * (0.7 + 0.2 * entry["importance"] + 0.1 * entry["recency"])
+            top = sorted(fused, key=lambda u: (-fused[u]["score"], details[u]["token"]))[:k]
+            citations: dict[str, list[dict]] = {u: [] for u in top}
+            for row in cur.execute(CITATIONS, {"ids": top}).fetchall():
+                citations[str(row.pop("unit_id"))].append(row)
+    hits = [Hit(token=details[u]["token"], title=details[u]["title"], body=details[u]["body"], kind=details[u]["kind"],
+                type=details[u]["type"], score=round(fused[u]["score"], 6),
+                components={key: (round(value, 6) if isinstance(value, float) else value)
+                            for key, value in fused[u].items() if key != "score"},
+                citations=citations[u], valid_from=details[u]["valid_from"], valid_until=details[u]["valid_until"],
+                status=details[u]["status"], unit_id=u, mode=mode) for u in top]
+    return RecallResult(hits=hits, mode=mode, notes=notes)

@@ -1,0 +1,160 @@
+"""Recall on the real model and database: fusion, filters before LIMIT, as_of, RLS, degrade, citations."""
+
+from datetime import datetime, timedelta, timezone
+
+import psycopg
+import pytest
+
+import memory_assets
+from memory_assets import authz, embeddings, lifecycle, recall
+from memory_assets.gates import ValidationError
+from tests.test_embeddings import T1, embedder  # noqa: F401  (session fixture)
+
+
+def embed_all(conn, embedder):
+    embeddings.embed_units(conn, embedder, embeddings.stale_units(conn, T1, limit=10_000))
+
+
+def note(mem, project, title, body, **kw):
+    return mem.remember(project=project, kind="note", type="semantic", title=title, body=body, **kw)
+
+
+# The answer needs both legs: the dense leg prefers paraphrases of the question that lack its rare tokens, the
+# sparse leg prefers a document stuffed with those tokens; the answer is runner-up in both and wins the fusion.
+HYBRID_FIXTURE = [
+    ("Kettle maintenance", "Kettle ZX-81 needs descaling once a month."),                             # the answer
+    ("Invoice archive", "Invoice 2231 for asset ZX-81: descaling fee, ZX-81 freight, ZX-81 VAT, vendor Muller GmbH, "
+                        "payment terms net 30, cost centre 4410, tax year 2019."),                  # lexical only
+    ("How often must the ZX81 be decalcified", "Nobody has written the ZX81 schedule down."),       # semantic only
+    ("ZX81 decalcification interval", "The ZX81 decalcification interval is not documented."),     # semantic only
+    ("Boiler upkeep", "Mineral build-up in water boilers is removed with citric acid."),
+    ("Parking", "Visitors park on level two of the garage next door, bay K7 is reserved for deliveries."),
+]
+QUERY = "how frequently must the ZX-81 get descaled"
+
+
+def test_hybrid_beats_either_leg_alone(mem, conn, embedder):
+    tokens = [note(mem, "acme", t, b).token for t, b in HYBRID_FIXTURE]
+    embed_all(conn, embedder)
+    rank = {}
+    for legs in ("hybrid", "dense", "sparse"):
+        hits = [h.token for h in mem.recall("acme", QUERY, k=len(tokens), legs=legs)]
+        rank[legs] = hits.index(tokens[0])
+    assert rank["hybrid"] == 0 and rank["dense"] > 0 and rank["sparse"] > 0, rank
+
+
+def test_every_hit_has_citations_and_components(mem, conn, embedder):
+    for i, (title, body) in enumerate(HYBRID_FIXTURE):
+        note(mem, "acme", title, body, task_id=f"T-{i}", session_id="S-1", observed_sha="abc123")
+    embed_all(conn, embedder)
+    result = mem.recall("acme", QUERY, k=5)
+    assert result.mode == "hybrid" and len(result) == 5
+    for hit in result:
+        assert hit.citations and hit.citations[0]["task_id"].startswith("T-")
+        assert hit.citations[0]["commit"] == "abc123" and hit.citations[0]["session_id"] == "S-1"
+        assert set(hit.components) >= {"dense", "sparse", "rrf", "importance", "recency", "trust"}
+        assert 0 <= hit.score <= 1
+
+
+def test_filters_apply_before_limit(mem, conn, embedder):
+    # ten near-identical facts, all superseded, sit closest to the query; k active hits must still come back
+    for i in range(10):
+        old = note(mem, "acme", f"Deploy window {i}", f"Deploys to production happen on Tuesday slot {i}.")
+        new = note(mem, "acme", f"Unrelated fact {i}", f"Cafeteria menu item {i} is served on Fridays.")
+        lifecycle.supersede(conn, new.unit_id, old.unit_id)
+    embed_all(conn, embedder)
+    hits = mem.recall("acme", "when do deploys to production happen", k=5, legs="dense")
+    assert len(hits) == 5 and all(h.title.startswith("Unrelated") for h in hits)
+    assert all(h.status == "active" for h in hits)
+
+
+def test_kind_type_and_path_filters(mem, conn, embedder):
+    mem.remember(project="acme", kind="env", type="semantic", title="Staging TLS", paths=["infra/staging/db.tf"],
+                 body="Staging PostgreSQL requires sslmode=require because the proxy refuses plain TCP.")
+    mem.remember(project="acme", kind="qa", type="semantic", title="Why TLS on staging?",
+                 body="Because the proxy in front of staging PostgreSQL refuses plain TCP connections.")
+    embed_all(conn, embedder)
+    assert {h.kind for h in mem.recall("acme", "staging postgres tls", kinds=["env"])} == {"env"}
+    assert [h.kind for h in mem.recall("acme", "staging postgres tls", paths=["infra/"])] == ["env"]
+    assert mem.recall("acme", "staging postgres tls", types=["episodic"]).hits == []
+    with pytest.raises(ValidationError, match="kinds"):
+        mem.recall("acme", "x", kinds=["decision"])
+    with pytest.raises(ValidationError, match="k:"):
+        mem.recall("acme", "x", k=0)
+
+
+def test_as_of_follows_supersession(mem, conn, embedder):
+    old = note(mem, "acme", "VPN rollout deferred to Q3", "The VPN rollout was deferred to Q3.")
+    before = datetime.now(timezone.utc)
+    new = note(mem, "acme", "VPN rollout cancelled", "The VPN rollout was cancelled for good.")
+    with conn.transaction():
+        lifecycle.supersede(conn, new.unit_id, old.unit_id)
+    embed_all(conn, embedder)
+    conn.execute("UPDATE memory_units SET valid_from = %s WHERE id = %s", (before + timedelta(microseconds=1), new.unit_id))
+    now_titles = [h.title for h in mem.recall("acme", "VPN rollout status", k=5)]
+    then_titles = [h.title for h in mem.recall("acme", "VPN rollout status", k=5, as_of=before)]
+    assert now_titles == ["VPN rollout cancelled"]
+    assert then_titles == ["VPN rollout deferred to Q3"]
+    with pytest.raises(ValidationError, match="as_of"):
+        mem.recall("acme", "VPN", as_of=datetime(2020, 1, 1))
+
+
+CRAFTED = ["' OR 1=1 --", "beta'); SELECT * FROM memory_units; --", "project = 'beta'", "secret beta launch plan",
+           "*", "beta | launch & !x", "%", "\\' OR project LIKE '%"]
+
+
+def test_rls_scoped_caller_never_sees_another_project(mem, conn, embedder):
+    note(mem, "alpha", "Alpha launch plan", "Alpha launches in March with three partners.")
+    note(mem, "beta", "Beta secret launch plan", "Beta launches secretly in April with one partner.")
+    embed_all(conn, embedder)
+    alpha_only = authz.Actor(name="agent-a", read=("alpha",))
+    for query in CRAFTED:
+        for project in ("alpha", "beta"):
+            for legs in ("hybrid", "dense", "sparse"):
+                hits = mem.recall(project, query, k=10, actor=alpha_only, legs=legs)
+                assert all(h.token and "Beta" not in h.title for h in hits), (query, project, legs)
+                if project == "beta":
+                    assert hits.hits == []
+
+
+def test_rls_as_the_non_owner_role_in_sql(mem, clean, embedder):
+    note(mem, "alpha", "Alpha fact", "Alpha runs on Mondays.", task_id="T-a")
+    note(mem, "beta", "Beta fact", "Beta runs on Tuesdays.", task_id="T-b")
+    with psycopg.connect(clean, autocommit=True) as raw:
+        with authz.scoped(raw, authz.Actor(name="a", read=("alpha",))):
+            assert raw.execute("SELECT current_user").fetchone()[0] == "memory_app"
+            assert raw.execute("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user").fetchone() == (False,)
+            assert raw.execute("SELECT DISTINCT project FROM memory_units").fetchall() == [("alpha",)]
+            assert raw.execute("SELECT DISTINCT project FROM memory_sources").fetchall() == [("alpha",)]
+            assert raw.execute("SELECT count(*) FROM memory_units WHERE project = 'beta'").fetchone() == (0,)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            with authz.scoped(raw, authz.Actor(name="a", read=("alpha",))):
+                raw.execute("SELECT count(*) FROM memory_inbox")
+        writer = authz.Actor(name="a", read=("alpha",), write=("alpha",))
+        with authz.scoped(raw, writer):
+            assert raw.execute("UPDATE memory_units SET importance = 0.9 WHERE true").rowcount == 1
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            with authz.scoped(raw, writer):  # tombstoning needs the forget scope
+                raw.execute("UPDATE memory_units SET status = 'forgotten', title = '', body = '' WHERE project = 'alpha'")
+
+
+def test_sparse_only_when_the_model_is_absent(mem, conn, clean, embedder):
+    note(mem, "acme", "Staging TLS", "Staging PostgreSQL requires sslmode=require.")
+    embed_all(conn, embedder)
+
+    def broken(model_key, query):
+        raise OSError("model files missing")
+
+    no_model = memory_assets.Memory(mem.pool, mem.url, encoder=lambda m, q: memory_assets.api.encode_query("nope", q))
+    result = no_model.recall("acme", "staging sslmode")
+    assert result.mode == "sparse_only" and [h.title for h in result] == ["Staging TLS"]
+    # a new serving model that has no vectors yet also degrades instead of failing
+    mem.set_serving_model("minilm-l6@gt0.1-t2")
+    result = mem.recall("acme", "staging sslmode")
+    assert result.mode == "sparse_only" and result.notes and len(result) == 1
+
+
+def test_query_terms_are_bounded():
+    terms = recall.tsquery_terms(" ".join(f"word{i}" for i in range(500)))
+    assert len(terms) == 32
+    assert recall.tsquery_terms("What is the; DROP TABLE x --") == ["drop", "table"]
