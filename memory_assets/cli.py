@@ -80,11 +80,12 @@ def main() -> None:
 @click.option("--model")
 @click.option("--observed-sha")
 @click.option("--source-ref")
+@click.option("--supersedes", help="Token of the unit this one replaces (kept as history).")
 @click.option("--source-file", type=click.Path(dir_okay=False), help="File the body was learned from (verbatim gate).")
 @click.option("--json-file", type=click.Path(dir_okay=False), help="Read the fields from a JSON object instead.")
 @click.option("--json", "as_json", is_flag=True)
 def remember(project, kind, type_, title, body, paths, keywords, confidence, importance, feed, task_id, session_id,
-             persona, model, observed_sha, source_ref, source_file, json_file, as_json):
+             persona, model, observed_sha, source_ref, supersedes, source_file, json_file, as_json):
     """Remember one unit through the gates; prints its status and token."""
     from memory_assets import ledger
 
@@ -103,7 +104,10 @@ def remember(project, kind, type_, title, body, paths, keywords, confidence, imp
     except ValidationError as error:
         fail(str(error))
     with memory() as mem, mem.connection() as conn:
-        result = ledger.remember(conn, candidate)
+        try:
+            result = ledger.remember(conn, candidate, supersedes=supersedes)
+        except ValidationError as error:
+            fail(str(error))
     data = {"status": result.status, "token": result.token, "unit_id": result.unit_id, "reason": result.reason}
     emit(data, as_json, f"{result.status} {result.token or result.reason}")
 
@@ -277,6 +281,54 @@ def embed(model_key, backfill, serve, as_json):
         totals.update(model=model_key, serving=embeddings.serving_model(conn),
                       coverage=embeddings.coverage(conn, model_key))
     emit(totals, as_json)
+
+
+@main.command()
+@click.argument("token")
+@click.option("--project", required=True)
+@click.option("--reason", required=True, help="Why (kept in the audit log; never the text).")
+@click.option("--actor", default="operator", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def forget(token, project, reason, actor, as_json):
+    """Forget a unit for good: text blanked everywhere, vectors deleted, id and audit kept."""
+    from memory_assets.authz import Actor
+
+    with memory() as mem:
+        try:
+            unit_id = mem.forget(project, token, Actor.for_project(project, actor, forget=True), reason=reason)
+        except ValidationError as error:
+            fail(str(error))
+    emit({"token": token, "unit_id": unit_id, "status": "forgotten"}, as_json, f"{token}: forgotten")
+
+
+def _vote(token, project, task_id, value, as_json):
+    with memory() as mem:
+        try:
+            result = (mem.confirm if value > 0 else mem.flag)(project, token, task_id)
+        except ValidationError as error:
+            fail(str(error))
+    emit(result, as_json, f"{token}: trust {result['trust']} ({result['confirms']} confirms, {result['flags']} flags, "
+                          f"{result['status']})")
+
+
+@main.command()
+@click.argument("token")
+@click.option("--project", required=True)
+@click.option("--task-id", required=True)
+@click.option("--json", "as_json", is_flag=True)
+def confirm(token, project, task_id, as_json):
+    """Confirm a unit from a task (one vote per unit and task): trust rises."""
+    _vote(token, project, task_id, 1, as_json)
+
+
+@main.command()
+@click.argument("token")
+@click.option("--project", required=True)
+@click.option("--task-id", required=True)
+@click.option("--json", "as_json", is_flag=True)
+def flag(token, project, task_id, as_json):
+    """Flag a unit from a task (one vote per unit and task): trust falls; enough flags take it out of recall."""
+    _vote(token, project, task_id, -1, as_json)
 
 
 @main.group()

@@ -45,12 +45,15 @@ def graph_steps(day: date, serving_model: str) -> list[tuple[dg.AssetKey, str]]:
     from memory_assets.defs.curation.assets import curated_units
     from memory_assets.defs.embeddings.assets import unit_embeddings
     from memory_assets.defs.ledger.assets import ledger_units
-    from memory_assets.defs.partitions import model_day_key
+    from memory_assets.defs.lifecycle.assets import consolidation_clusters, decay_scores
+    from memory_assets.defs.partitions import model_day_key, week_of
 
     return [
         (ledger_units.key, day.isoformat()),
         (unit_embeddings.key, str(model_day_key(serving_model, day))),
         (curated_units.key, day.isoformat()),
+        (consolidation_clusters.key, week_of(day).isoformat()),
+        (decay_scores.key, day.isoformat()),
     ]
 
 

@@ -88,3 +88,45 @@ def validate_units_frame(frame: pd.DataFrame) -> dict:
     failed = [r.expectation_config.type + ":" + str(r.expectation_config.kwargs.get("column"))
               for r in result.results if not r.success]
     return {"success": bool(result.success), "failed": failed}
+
+
+def supersession_problems(conn: psycopg.Connection) -> tuple[list[str], list[str]]:
+    """Units on a supersession cycle, and superseded units without valid_until."""
+    cycles = conn.execute(
+        "WITH RECURSIVE walk(start, id, depth) AS ("
+        " SELECT id, supersedes_id, 1 FROM memory_units WHERE supersedes_id IS NOT NULL"
+        " UNION ALL SELECT w.start, u.supersedes_id, w.depth + 1 FROM walk w JOIN memory_units u ON u.id = w.id"
+        "  WHERE u.supersedes_id IS NOT NULL AND w.id <> w.start AND w.depth < 1000)"
+        " SELECT DISTINCT start::text FROM walk WHERE id = start").fetchall()
+    open_ended = conn.execute(
+        "SELECT id::text FROM memory_units WHERE status = 'superseded' AND valid_until IS NULL").fetchall()
+    return [r[0] for r in cycles], [r[0] for r in open_ended]
+
+
+def tombstones_with_text(conn: psycopg.Connection) -> list[str]:
+    """Forgotten units that still hold text in the ledger or the inbox."""
+    rows = conn.execute(
+        "SELECT u.id::text FROM memory_units u WHERE u.status = 'forgotten' AND (u.title <> '' OR u.body <> '' "
+        " OR u.paths <> '{}' OR u.keywords <> '{}' OR u.tsv <> ''::tsvector OR EXISTS (SELECT 1 FROM memory_inbox i "
+        " WHERE i.unit_id = u.id AND (i.title <> '' OR i.body <> '' OR i.paths <> '{}' OR i.keywords <> '{}')))"
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def units_without_decay(conn: psycopg.Connection, day: date) -> list[str]:
+    """Live units created before the day's end that have no decay score for the day."""
+    rows = conn.execute(
+        "SELECT u.id::text FROM memory_units u WHERE u.status IN ('proposed', 'review', 'active', 'flagged', 'stale') "
+        "AND u.created_at < (%s::date + 1)::timestamptz "
+        "AND NOT EXISTS (SELECT 1 FROM decay_scores d WHERE d.day = %s AND d.unit_id = u.id)", (day, day)).fetchall()
+    return [r[0] for r in rows]
+
+
+def unlinked_consolidations(conn: psycopg.Connection) -> list[str]:
+    """Consolidated units missing a source for a member, or with a member that does not point back."""
+    rows = conn.execute(
+        "SELECT c.consolidated_unit::text FROM consolidation_clusters c, unnest(c.members) AS m(id) "
+        "WHERE NOT EXISTS (SELECT 1 FROM memory_sources s WHERE s.unit_id = c.consolidated_unit AND s.task_id = m.id::text) "
+        "OR NOT EXISTS (SELECT 1 FROM memory_units u WHERE u.id = m.id AND u.consolidated_into = c.consolidated_unit) "
+        "GROUP BY 1").fetchall()
+    return [r[0] for r in rows]

@@ -9,6 +9,8 @@ import dagster as dg
 from memory_assets import vocabulary as V
 
 daily = dg.DailyPartitionsDefinition(start_date=V.PARTITION_START_DATE, end_offset=1, timezone="UTC")
+# Weeks start on Monday (2024-01-01 was one); the running week is a partition too.
+weekly = dg.WeeklyPartitionsDefinition(start_date=V.PARTITION_START_DATE, day_offset=1, end_offset=1, timezone="UTC")
 
 
 def days_of(window: dg.TimeWindow) -> list[date]:
@@ -19,6 +21,11 @@ def days_of(window: dg.TimeWindow) -> list[date]:
 
 models = dg.StaticPartitionsDefinition(list(V.EMBEDDING_MODELS))
 model_days = dg.MultiPartitionsDefinition({"model": models, "day": daily})
+
+
+def week_of(day: date) -> date:
+    """The Monday that starts the week holding a day: its weekly partition key."""
+    return day - timedelta(days=day.weekday())
 
 
 def model_day_key(model_key: str, day: date) -> dg.MultiPartitionKey:

@@ -1,0 +1,38 @@
+"""Daily decay: recency, activation from use, trust that fades without confirmation, episodic TTL."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time, timedelta, timezone
+
+import psycopg
+
+from memory_assets import vocabulary as V
+from memory_assets.database import query
+
+
+def day_end(day: date) -> datetime:
+    """The instant a day's scores are computed at: everything dated before it counts."""
+    return datetime.combine(day + timedelta(days=1), time.min, tzinfo=timezone.utc)
+
+
+def score_day(conn: psycopg.Connection, day: date) -> dict:
+    """Replace the day's decay scores, then mark expired episodes and stale units (never the other way back)."""
+    t = day_end(day)
+    params = {
+        "day": day, "t": t, "w_read": V.ACTIVATION_WEIGHTS["read"], "w_cited": V.ACTIVATION_WEIGHTS["cited"],
+        "w_followed": V.ACTIVATION_WEIGHTS["followed"], "activation_half_life": V.ACTIVATION_HALF_LIFE_DAYS,
+        "prior_weight": V.TRUST_PRIOR_WEIGHT, "default_trust": V.DEFAULT_TRUST, "grace": V.TRUST_DECAY_AFTER_DAYS,
+        "grace_confirmed": V.TRUST_DECAY_AFTER_DAYS_CONFIRMED, "half_life": V.DECAY_HALF_LIFE_DAYS,
+        "floor": V.TRUST_FLOOR, "trust_half_life": V.TRUST_DECAY_HALF_LIFE_DAYS, "ttl": V.EPISODIC_TTL_DAYS,
+        "stale_below": V.STALE_BELOW_TRUST,
+    }
+    with conn.transaction():
+        conn.execute("DELETE FROM decay_scores WHERE day = %s", (day,))
+        scored = conn.execute(query("decay_day"), params).rowcount
+        expired = conn.execute(
+            "UPDATE memory_units u SET expired_at = %s, updated_by = 'decay' FROM decay_scores d "
+            "WHERE d.day = %s AND d.unit_id = u.id AND d.expired AND u.expired_at IS NULL", (t, day)).rowcount
+        stale = conn.execute(
+            "UPDATE memory_units u SET status = 'stale', updated_by = 'decay' FROM decay_scores d "
+            "WHERE d.day = %s AND d.unit_id = u.id AND d.stale AND u.status = 'active'", (day,)).rowcount
+    return {"scored": scored, "expired": expired, "stale": stale}

@@ -1,0 +1,41 @@
+"""Lifecycle assets: daily decay scores and weekly consolidation of episodes."""
+
+import dagster as dg
+
+from memory_assets import consolidation, decay, embeddings
+from memory_assets.defs.curation.assets import curated_units
+from memory_assets.defs.partitions import daily, days_of, weekly
+from resources import PostgresResource
+
+
+@dg.asset(
+    partitions_def=daily,
+    deps=[curated_units],
+    group_name="lifecycle",
+    kinds={"postgres"},
+    backfill_policy=dg.BackfillPolicy.single_run(),
+)
+def decay_scores(context: dg.AssetExecutionContext, postgres: PostgresResource) -> dg.MaterializeResult:
+    """Per-unit recency, activation, decayed trust and episodic expiry for the day; a re-run gives identical rows."""
+    totals: dict[str, int] = {}
+    with postgres.memory().connection() as conn:
+        for day in days_of(context.partition_time_window):
+            counts = decay.score_day(conn, day)
+            context.log.info(f"decay {day}: {counts}")
+            totals = {k: totals.get(k, 0) + v for k, v in counts.items()}
+    return dg.MaterializeResult(metadata=totals)
+
+
+@dg.asset(
+    partitions_def=weekly,
+    deps=[curated_units],
+    group_name="lifecycle",
+    kinds={"postgres", "scikitlearn"},
+)
+def consolidation_clusters(context: dg.AssetExecutionContext, postgres: PostgresResource) -> dg.MaterializeResult:
+    """The week's episodes clustered per project; each cluster becomes one semantic unit linking its members."""
+    week_start = context.partition_time_window.start.date()
+    with postgres.memory().connection() as conn:
+        counts = consolidation.consolidate_week(conn, embeddings.serving_model(conn), week_start)
+    context.log.info(f"consolidated week {week_start}: {counts}")
+    return dg.MaterializeResult(metadata=counts)
