@@ -14,7 +14,7 @@ import logging
 
 import numpy as np
 
-from memory_assets import authz, curation, database, embeddings, gates, ledger, lifecycle, recall
+from memory_assets import authz, bundle, curation, database, embeddings, events, gates, ledger, lifecycle, recall
 from memory_assets import vocabulary as V
 from memory_assets.ledger import RememberResult
 from memory_assets.recall import RecallResult
@@ -119,6 +119,49 @@ class Memory:
         """The supersession chain through a unit, oldest first."""
         with self.connection() as conn:
             return lifecycle.history(conn, project, token)
+
+    def prompt_block(self, project: str, query: str | None = None, task_id: str | None = None,
+                     epic_id: str | None = None) -> str:
+        """A <memories> block of ≤ 8 units (recalled for the query, else the bundle's best) marked as untrusted
+        data; rendering records `injected` events. Empty, and nothing recorded, when memory is off for the task."""
+        with self.connection() as conn:
+            if task_id and events.effective_memory(conn, task_id, epic_id)["value"] == "off":
+                return ""
+            if query:
+                hits = recall.recall(conn, project, query, V.PROMPT_MAX_UNITS, types=list(V.INJECTABLE_TYPES),
+                                     encoder=self.encoder)
+                units = [{"id": h.token, "kind": h.kind, "title": h.title, "body": h.body} for h in hits]
+            else:
+                compiled = bundle.latest_bundle(conn, project) or bundle.compile_bundle(conn, project)
+                units = bundle.prompt_units(conn, project, [u["id"] for u in compiled["units"][: V.PROMPT_MAX_UNITS]])
+            block, tokens = bundle.render_prompt_block(units)
+            if task_id and tokens:
+                events.record_events(conn, project, task_id, [{"token": t, "kind": "injected", "channel": "prompt"}
+                                                              for t in tokens])
+            return block
+
+    def record_events(self, project: str, task_id: str, items: list[dict]) -> int:
+        """Record injected/read/cited/followed events; one row per (task, unit, kind) under any concurrency."""
+        with self.connection() as conn:
+            return events.record_events(conn, project, task_id, items)
+
+    def cite_from_text(self, project: str, task_id: str, text: str) -> list[str]:
+        """Record `cited` events for the mem-<n> tokens of this project found in an agent's output."""
+        with self.connection() as conn:
+            return events.cite_from_text(conn, project, task_id, text)
+
+    def effective_memory(self, task_id: str, epic_id: str | None = None) -> dict:
+        """Whether memory is on for a task (task → epic → default; kill switch; holdout), recorded per task."""
+        with self.connection() as conn:
+            return events.effective_memory(conn, task_id, epic_id)
+
+    def set_switch(self, scope: str, key: str, value: str) -> None:
+        with self.connection() as conn:
+            events.set_switch(conn, scope, key, value)
+
+    def compile_bundle(self, project: str) -> dict:
+        with self.connection() as conn:
+            return bundle.compile_bundle(conn, project)
 
     def unit(self, project: str, token: str) -> dict | None:
         """The unit `mem-<n>` of a project with its sources, or None."""

@@ -431,7 +431,16 @@ def eval_locomo(data, units, ks, mode, out, as_json):
         + [f"  latency p50 {report['latency_ms']['p50']} ms, p95 {report['latency_ms']['p95']} ms"]))
 
 
+@main.command()
+def mcp():
+    """Serve the MCP tools (remember, recall, forget, confirm, flag, cite) over stdio."""
+    from memory_assets import mcp_server
+
+    mcp_server.main()
+
+
 DEMO_FILE = Path(__file__).parent / "demo" / "demo_units.jsonl"
+DEMO_QUERY = "how do I connect to the staging database?"
 
 
 @main.command()
@@ -441,6 +450,8 @@ def demo(ctx):
     click.echo(f"importing {DEMO_FILE.name} into the inbox (the ledger asset folds it)")
     ctx.invoke(import_, file=str(DEMO_FILE), project=None, no_fold=True, as_json=False)
     ctx.invoke(materialize, day=None, as_json=False)
+    click.echo(f"\nrecall --project acme --query {DEMO_QUERY!r}")
+    ctx.invoke(recall_, project="acme", query=DEMO_QUERY, k=3, as_of=None, kinds=(), types=(), paths=(), as_json=False)
 
 
 @main.command()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 from psycopg.types.json import Jsonb
 
-from memory_assets import gates
+from memory_assets import bundle, gates
 from memory_assets import vocabulary as V
 
 
@@ -61,8 +61,16 @@ def forget(conn: psycopg.Connection, project: str, token: str, actor: "authz.Act
         # the trigger memory_units_forget_vectors deleted its vectors in this same transaction
         conn.execute("UPDATE memory_inbox SET title = '', body = '', paths = '{}', keywords = '{}' WHERE unit_id = %s",
                      (unit_id,))
+        # past bundle revisions lose the unit too; the next revision is compiled without it
+        conn.execute(
+            "UPDATE memory_bundles SET units = units - 1, bundle = jsonb_set(bundle, '{units}', (SELECT "
+            " coalesce(jsonb_agg(u ORDER BY n), '[]') FROM jsonb_array_elements(bundle->'units') WITH ORDINALITY "
+            " AS e(u, n) WHERE u->>'id' <> %(token)s::text)) "
+            "WHERE project = %(project)s AND bundle->'units' @> jsonb_build_array(jsonb_build_object('id', %(token)s::text))",
+            {"project": project, "token": token})
         conn.execute("INSERT INTO audit_log (actor, action, project, unit_id, reason) VALUES (%s, 'forget', %s, %s, %s)",
                      (actor.name, project, unit_id, reason))
+    bundle.compile_bundle(conn, project)
     return str(unit_id)
 
 

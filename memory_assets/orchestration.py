@@ -40,11 +40,12 @@ def dagster_instance(url: str, home: str | None = None) -> dg.DagsterInstance:
     return dg.DagsterInstance.from_config(str(dagster_home(url, home)))
 
 
-def graph_steps(day: date, serving_model: str) -> list[tuple[dg.AssetKey, str]]:
+def graph_steps(day: date, serving_model: str, project_names: list[str]) -> list[tuple[dg.AssetKey, str]]:
     """The asset graph for one day in dependency order, each asset with the partition that day maps to."""
     from memory_assets.defs.curation.assets import curated_units
     from memory_assets.defs.embeddings.assets import unit_embeddings
     from memory_assets.defs.ledger.assets import ledger_units
+    from memory_assets.defs.delivery.assets import compiled_bundles, read_rate_metrics
     from memory_assets.defs.lifecycle.assets import consolidation_clusters, decay_scores
     from memory_assets.defs.partitions import model_day_key, week_of
 
@@ -54,7 +55,8 @@ def graph_steps(day: date, serving_model: str) -> list[tuple[dg.AssetKey, str]]:
         (curated_units.key, day.isoformat()),
         (consolidation_clusters.key, week_of(day).isoformat()),
         (decay_scores.key, day.isoformat()),
-    ]
+        (read_rate_metrics.key, day.isoformat()),
+    ] + [(compiled_bundles.key, project) for project in project_names]
 
 
 def materialize_day(day: date, instance: dg.DagsterInstance) -> list[dg.ExecuteInJobResult]:
@@ -62,9 +64,15 @@ def materialize_day(day: date, instance: dg.DagsterInstance) -> list[dg.ExecuteI
     from memory_assets import embeddings
     from memory_assets.definitions import defs
 
+    from memory_assets.defs.partitions import projects
+
     with defs().resources["postgres"].memory().connection() as conn:
         serving = embeddings.serving_model(conn)
-    return [materialize_asset(key, instance, partition_key=partition) for key, partition in graph_steps(day, serving)]
+        names = [r[0] for r in conn.execute("SELECT project FROM memory_projects ORDER BY project").fetchall()]
+    known = set(instance.get_dynamic_partitions(projects.name))
+    instance.add_dynamic_partitions(projects.name, [p for p in names if p not in known])
+    return [materialize_asset(key, instance, partition_key=partition)
+            for key, partition in graph_steps(day, serving, names)]
 
 
 def materialize_asset(asset_key: dg.AssetKey, instance: dg.DagsterInstance, **kwargs) -> dg.ExecuteInJobResult:

@@ -161,3 +161,20 @@ EPISODIC_TTL_DAYS = 90           # from valid_from (or last use): then expired, 
 CONSOLIDATION_MIN_CLUSTER = 5
 CONSOLIDATION_DISTANCE = 0.75    # agglomerative, average linkage, cosine distance (200 episodes on 5 topics -> 6)
 CONSOLIDATION_KEYWORDS = 5
+
+# --- Delivery -------------------------------------------------------------------------------
+EVENT_KINDS = ("injected", "read", "cited", "followed")
+CITATION_PATTERN = r"\bmem-(\d{1,9})\b"
+INJECTABLE_TYPES = ("semantic", "procedural")   # episodes are recalled on demand, never pushed into prompts
+BUNDLE_MIN_TRUST = 0.35
+BUNDLE_PATH_VERIFIED_HOURS = 24  # a unit that names paths must have been confirmed or observed this recently
+BUNDLE_MAX_UNITS = 500
+BUNDLE_MAX_BYTES = 256 * 1024
+BUNDLE_MAX_CODEMAP_SHARE = 0.2
+BUNDLE_VERSION = 1
+PROMPT_MAX_UNITS = 8
+PROMPT_MAX_CHARS = 4000
+SWITCH_VALUES = ("on", "off")
+SYSTEM_DEFAULT_MEMORY = "on"
+KILL_LIST_MIN_INJECTIONS = 5
+KILL_LIST_MAX_READ_RATE = 0.1

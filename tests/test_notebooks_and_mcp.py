@@ -1,0 +1,76 @@
+"""The analyst notebooks execute against a seeded database; the MCP server round-trips with the SDK's client."""
+
+import asyncio
+import json
+import os
+import sys
+from datetime import datetime, timezone
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from memory_assets import orchestration
+from memory_assets.cli import DEMO_FILE
+from tests.conftest import REPO
+
+
+@pytest.fixture
+def seeded(mem, conn):
+    """The demo corpus through the write path and the whole graph, plus some usage events."""
+    from click.testing import CliRunner
+
+    from memory_assets.cli import main
+
+    assert CliRunner().invoke(main, ["import", str(DEMO_FILE), "--no-fold"]).exit_code == 0
+    assert all(r.success for r in orchestration.materialize_day(datetime.now(timezone.utc).date(),
+                                                                orchestration.dagster_instance(mem.url)))
+    for i in range(6):
+        mem.prompt_block("acme", task_id=f"T-{i}")
+        mem.cite_from_text("acme", f"T-{i}", "per mem-3")
+    assert all(r.success for r in orchestration.materialize_day(datetime.now(timezone.utc).date(),
+                                                                orchestration.dagster_instance(mem.url)))
+    return mem
+
+
+@pytest.mark.parametrize("name", ["read_rate.ipynb", "memory_health.ipynb"])
+def test_notebook_executes_against_the_seeded_database(seeded, name):
+    path = REPO / "notebooks" / name
+    notebook = nbformat.read(path, as_version=4)
+    assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"), "commit without outputs"
+    NotebookClient(notebook, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(REPO)}}).execute()
+    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert any(o.output_type == "display_data" and "image/png" in o.get("data", {}) for o in outputs)
+
+
+def test_mcp_client_round_trips_remember_recall_forget(clean):
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    async def session_calls():
+        params = StdioServerParameters(command=sys.executable, args=["-m", "memory_assets.cli", "mcp"],
+                                       env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            tools = {t.name for t in (await session.list_tools()).tools}
+            assert tools >= {"remember", "recall", "forget", "confirm", "flag", "cite"}
+
+            async def call(name, **arguments):
+                result = await session.call_tool(name, arguments)
+                assert not result.isError, result.content
+                return json.loads(result.content[0].text)
+
+            stored = await call("remember", project="acme", kind="env", type="semantic", title="Staging needs TLS",
+                                body="Staging PostgreSQL requires sslmode=require because the proxy refuses TCP.",
+                                task_id="T-mcp")
+            assert stored["status"] == "active" and stored["token"] == "mem-1"
+            found = await call("recall", project="acme", query="staging postgres sslmode")
+            assert [h["token"] for h in found["hits"]] == ["mem-1"]
+            assert (await call("confirm", project="acme", token="mem-1", task_id="T-mcp"))["confirms"] == 1
+            assert (await call("cite", project="acme", task_id="T-mcp", text="used mem-1"))["cited"] == ["mem-1"]
+            assert (await call("forget", project="acme", token="mem-1", reason="test"))["status"] == "forgotten"
+            assert (await call("recall", project="acme", query="staging postgres sslmode"))["hits"] == []
+
+    asyncio.run(session_calls())
