@@ -172,3 +172,20 @@ def test_a_week_of_200_episodes_on_5_topics_consolidates_into_about_5_units(mem,
     before = conn.execute("SELECT count(*) FROM memory_units WHERE type = 'semantic'").fetchone()[0]
     assert consolidation.consolidate_week(conn, T1, week)["clusters"] == counts["clusters"]
     assert conn.execute("SELECT count(*) FROM memory_units WHERE type = 'semantic'").fetchone()[0] == before
+
+
+def test_a_configured_summariser_writes_the_consolidated_text(mem, conn, embedder):
+    for i in range(6):
+        mem.remember(project="acme", kind="note", type="episodic", title=f"Flight {i} to Berlin delayed",
+                     body=f"Flight #{i} to Berlin for the offsite was delayed by fog.", task_id=f"T-{i}")
+    embed_all(conn, embedder)
+    week = TODAY - timedelta(days=TODAY.weekday())
+    seen = []
+
+    def summarise(texts):
+        seen.append(len(texts))
+        return "Berlin flights delayed", "Offsite flights to Berlin are often delayed by fog."
+
+    assert consolidation.consolidate_week(conn, T1, week, summarizer=summarise)["clusters"] == 1
+    assert seen == [6]
+    assert conn.execute("SELECT body FROM memory_units WHERE type = 'semantic'").fetchone()[0].startswith("Offsite")

@@ -3,7 +3,7 @@
 import dagster as dg
 
 from memory_assets import vocabulary as V
-from resources import EmbedderResource, PostgresResource, RerankerResource
+from resources import EmbedderResource, PostgresResource, RerankerResource, SummarizerResource
 
 
 @dg.definitions
@@ -16,5 +16,6 @@ def resources() -> dg.Definitions:
             ),
             "embedder": EmbedderResource(),
             "reranker": RerankerResource(),
+            "summarizer": SummarizerResource(),
         }
     )

@@ -5,7 +5,7 @@ import dagster as dg
 from memory_assets import consolidation, decay, embeddings
 from memory_assets.defs.curation.assets import curated_units
 from memory_assets.defs.partitions import daily, days_of, weekly
-from resources import PostgresResource
+from resources import PostgresResource, SummarizerResource
 
 
 @dg.asset(
@@ -32,10 +32,12 @@ def decay_scores(context: dg.AssetExecutionContext, postgres: PostgresResource) 
     group_name="lifecycle",
     kinds={"postgres", "scikitlearn"},
 )
-def consolidation_clusters(context: dg.AssetExecutionContext, postgres: PostgresResource) -> dg.MaterializeResult:
+def consolidation_clusters(context: dg.AssetExecutionContext, postgres: PostgresResource,
+                           summarizer: SummarizerResource) -> dg.MaterializeResult:
     """The week's episodes clustered per project; each cluster becomes one semantic unit linking its members."""
     week_start = context.partition_time_window.start.date()
     with postgres.memory().connection() as conn:
-        counts = consolidation.consolidate_week(conn, embeddings.serving_model(conn), week_start)
+        counts = consolidation.consolidate_week(conn, embeddings.serving_model(conn), week_start,
+                                                summarizer=summarizer.summarizer())
     context.log.info(f"consolidated week {week_start}: {counts}")
     return dg.MaterializeResult(metadata=counts)
