@@ -39,6 +39,25 @@ ORDER BY distance
 LIMIT %(candidates)s
 """
 
+# Large projects: an approximate first phase over the model's partial HNSW index (pgvector 0.8 iterative scan,
+# filtering on the project column inside the scan), then the join that binds vectors to revisions and every
+# other filter. When fewer rows than needed survive, the caller falls back to the exact query.
+DENSE_HNSW = """
+WITH near AS MATERIALIZED (
+    SELECT e.unit_id, e.unit_revision, e.content_hash,
+           (e.embedding::vector({dim})) <=> %(vector)s::vector({dim}) AS distance
+    FROM memory_embeddings e
+    WHERE e.model_key = {model} AND e.project = %(project)s
+    ORDER BY (e.embedding::vector({dim})) <=> %(vector)s::vector({dim})
+    LIMIT %(overfetch)s
+)
+SELECT n.unit_id, n.distance FROM near n
+JOIN memory_units u ON u.id = n.unit_id AND u.revision = n.unit_revision AND u.content_hash = n.content_hash
+WHERE {filters}
+ORDER BY n.distance
+LIMIT %(candidates)s
+"""
+
 SPARSE = """
 SELECT u.id AS unit_id, ts_rank(u.tsv, q) AS rank
 FROM memory_units u, to_tsquery('english', %(tsquery)s) AS q
@@ -144,13 +163,28 @@ def validate_query(project: str, query: str, k: int, kinds, types, paths) -> Non
         raise gates.ValidationError("paths", "must be a list of strings")
 
 
-def dense_leg(conn: psycopg.Connection, params: dict) -> list[tuple]:
-    """Exact cosine search over the serving model's current vectors, every filter applied before the LIMIT.
+def dense_leg(conn: psycopg.Connection, params: dict, model_key: str, project_units: int) -> list[tuple]:
+    """Cosine search over the serving model's current vectors, every filter applied before the final LIMIT.
 
-    The model's HNSW index is not used here: with the join to units and the RLS filter, the planner never chose it
-    in bench/recall.py (see docs/scaling.md), and exact search keeps filters-before-LIMIT exact.
+    Exact for projects under HNSW_MIN_PROJECT_UNITS; above, the HNSW first phase, falling back to exact when its
+    over-fetch leaves fewer candidates than asked (bench/recall.py measures both).
     """
-    return conn.execute(sql.SQL(DENSE_EXACT).format(filters=sql.SQL(UNIT_FILTERS)), params).fetchall()
+    exact = sql.SQL(DENSE_EXACT).format(filters=sql.SQL(UNIT_FILTERS))
+    if project_units < V.HNSW_MIN_PROJECT_UNITS:
+        return conn.execute(exact, params).fetchall()
+    spec = embeddings.model_spec(model_key)
+    conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+    conn.execute(f"SET LOCAL hnsw.ef_search = {int(V.HNSW_EF_SEARCH)}")
+    approximate = sql.SQL(DENSE_HNSW).format(dim=sql.SQL(str(int(spec.dim))), model=sql.Literal(model_key),
+                                             filters=sql.SQL(UNIT_FILTERS))
+    rows = conn.execute(approximate, {**params, "overfetch": params["candidates"] * V.HNSW_OVERFETCH}).fetchall()
+    return rows if len(rows) >= params["candidates"] else conn.execute(exact, params).fetchall()
+
+
+def project_units(conn: psycopg.Connection, project: str) -> int:
+    """How many units the project has ever numbered: cheap, and enough to choose the search path."""
+    row = conn.execute("SELECT last_number FROM memory_projects WHERE project = %s", (project,)).fetchone()
+    return row[0] if row else 0
 
 
 def sparse_leg(conn: psycopg.Connection, params: dict) -> list[tuple]:
@@ -223,7 +257,7 @@ def recall(conn: psycopg.Connection, project: str, query: str, k: int = V.RECALL
         dense = []
         if vector is not None:
             params.update(vector=vector, model=model_key)
-            dense = dense_leg(conn, params)
+            dense = dense_leg(conn, params, model_key, project_units(conn, project))
             if not dense:
                 notes.append(f"no vectors of the serving model {model_key} match")
         sparse = sparse_leg(conn, params) if terms and legs in ("hybrid", "sparse") else []

@@ -143,6 +143,9 @@ SPARSE_WEIGHT = 1.0         # tried 0.7 and 1.3 on LoCoMo dev: within ±0.01
 RECENCY_HALF_LIFE_DAYS = 180
 QUERY_VECTOR_CACHE_SIZE = 1024
 RECALL_MODES = ("hybrid", "sparse_only", "dense_only")
+HNSW_MIN_PROJECT_UNITS = 20_000  # below: exact scan (exact, and fast enough); above: HNSW first phase (bench/recall.py)
+HNSW_EF_SEARCH = 100
+HNSW_OVERFETCH = 2               # the HNSW phase fetches this many times the candidates before the unit filters
 
 # --- Lifecycle ------------------------------------------------------------------------------
 # trust = (confirms + TRUST_PRIOR_WEIGHT * DEFAULT_TRUST) / (confirms + flags + TRUST_PRIOR_WEIGHT): a Beta-style

@@ -158,3 +158,16 @@ def test_query_terms_are_bounded():
     terms = recall.tsquery_terms(" ".join(f"word{i}" for i in range(500)))
     assert len(terms) == 32
     assert recall.tsquery_terms("What is the; DROP TABLE x --") == ["drop", "table"]
+
+
+def test_the_hnsw_path_serves_the_same_filtered_hits_or_falls_back(mem, conn, embedder, monkeypatch):
+    for i in range(10):
+        old = note(mem, "acme", f"Deploy window {i}", f"Deploys to production happen on Tuesday slot {i}.")
+        new = note(mem, "acme", f"Unrelated fact {i}", f"Cafeteria menu item {i} is served on Fridays.")
+        lifecycle.supersede(conn, new.unit_id, old.unit_id)
+    embed_all(conn, embedder)
+    embeddings.ensure_model_index(conn, embeddings.model_spec(T1))
+    exact = [h.token for h in mem.recall("acme", "when do deploys to production happen", k=5, legs="dense")]
+    monkeypatch.setattr(recall.V, "HNSW_MIN_PROJECT_UNITS", 0)
+    approximate = [h.token for h in mem.recall("acme", "when do deploys to production happen", k=5, legs="dense")]
+    assert approximate == exact and len(exact) == 5
