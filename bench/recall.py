@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import median, percentile, scratch_memory, write_result  # noqa: E402
 from bench.ingest import candidates  # noqa: E402
-from memory_assets import embeddings, ledger, recall  # noqa: E402
+from memory_assets import embeddings, ledger  # noqa: E402
 from memory_assets import vocabulary as V  # noqa: E402
 
 MODEL = V.DEFAULT_SERVING_MODEL

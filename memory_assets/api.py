@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import logging
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Iterator
 
+import numpy as np
 import psycopg
 from psycopg_pool import ConnectionPool
-
-import functools
-import logging
-
-import numpy as np
 
 from memory_assets import authz, bundle, curation, database, embeddings, events, gates, ledger, lifecycle, recall
 from memory_assets import vocabulary as V

@@ -28,7 +28,7 @@ FROM new WHERE u.id = new.unit_id
 
 def record_events(conn: psycopg.Connection, project: str, task_id: str, events: list[dict]) -> int:
     """Record events [{token, kind, channel?, provisional?, session_id?}]: one row per (task, unit, kind)."""
-    task_id = gates._text("task_id", task_id, V.ID_MAX_CHARS)
+    task_id = gates.text_field("task_id", task_id, V.ID_MAX_CHARS)
     recorded = 0
     with conn.transaction():
         for event in events:

@@ -71,7 +71,7 @@ def content_hash(kind: str, title: str, body: str) -> str:
 
 # --- Validation ---------------------------------------------------------------------------
 
-def _text(field_name: str, value, max_chars: int, *, required: bool = True) -> str | None:
+def text_field(field_name: str, value, max_chars: int, *, required: bool = True) -> str | None:
     if value is None:
         if required:
             raise ValidationError(field_name, "is required")
@@ -99,7 +99,7 @@ def _items(field_name: str, values, max_items: int) -> tuple[str, ...]:
         raise ValidationError(field_name, "must be a list of strings")
     if len(values) > max_items:
         raise ValidationError(field_name, f"at most {max_items} items (got {len(values)})")
-    items = [_text(f"{field_name}[{i}]", v, V.ITEM_MAX_CHARS) for i, v in enumerate(values)]
+    items = [text_field(f"{field_name}[{i}]", v, V.ITEM_MAX_CHARS) for i, v in enumerate(values)]
     return tuple(dict.fromkeys(items))  # de-duplicated, order kept
 
 
@@ -133,13 +133,13 @@ def validate(
     source_text=None,
 ) -> Candidate:
     """Check every field against its limit and return a Candidate; raise ValidationError naming the field."""
-    project = _text("project", project, V.PROJECT_MAX_CHARS)
+    project = text_field("project", project, V.PROJECT_MAX_CHARS)
     if not re.match(V.PROJECT_PATTERN, project):
         raise ValidationError("project", "letters, digits, '.', '_' and '-' only, starting with a letter or digit")
-    kind = _text("kind", kind, 32)
+    kind = text_field("kind", kind, 32)
     if kind not in V.KINDS and kind not in V.FORBIDDEN_KINDS:
         raise ValidationError("kind", f"must be one of {', '.join(V.KINDS)} (got {kind!r})")
-    type_ = _text("type", type, 32)
+    type_ = text_field("type", type, 32)
     if type_ not in V.TYPES:
         raise ValidationError("type", f"must be one of {', '.join(V.TYPES)} (got {type_!r})")
     if valid_from is not None and not isinstance(valid_from, datetime):
@@ -150,21 +150,21 @@ def validate(
         project=project,
         kind=kind,
         type=type_,
-        title=_text("title", title, V.TITLE_MAX_CHARS),
-        body=_text("body", body, V.BODY_MAX_CHARS),
+        title=text_field("title", title, V.TITLE_MAX_CHARS),
+        body=text_field("body", body, V.BODY_MAX_CHARS),
         paths=_items("paths", paths, V.PATHS_MAX),
         keywords=_items("keywords", keywords, V.KEYWORDS_MAX),
         confidence=_unit_interval("confidence", confidence),
         importance=_unit_interval("importance", importance),
-        feed=_text("feed", feed, V.ID_MAX_CHARS),
-        task_id=_text("task_id", task_id, V.ID_MAX_CHARS, required=False),
-        session_id=_text("session_id", session_id, V.ID_MAX_CHARS, required=False),
-        persona=_text("persona", persona, V.ID_MAX_CHARS, required=False),
-        model=_text("model", model, V.ID_MAX_CHARS, required=False),
-        observed_sha=_text("observed_sha", observed_sha, V.ID_MAX_CHARS, required=False),
-        source_ref=_text("source_ref", source_ref, V.ID_MAX_CHARS, required=False),
+        feed=text_field("feed", feed, V.ID_MAX_CHARS),
+        task_id=text_field("task_id", task_id, V.ID_MAX_CHARS, required=False),
+        session_id=text_field("session_id", session_id, V.ID_MAX_CHARS, required=False),
+        persona=text_field("persona", persona, V.ID_MAX_CHARS, required=False),
+        model=text_field("model", model, V.ID_MAX_CHARS, required=False),
+        observed_sha=text_field("observed_sha", observed_sha, V.ID_MAX_CHARS, required=False),
+        source_ref=text_field("source_ref", source_ref, V.ID_MAX_CHARS, required=False),
         valid_from=valid_from,
-        source_text=_text("source_text", source_text, V.SOURCE_TEXT_MAX_CHARS, required=False),
+        source_text=text_field("source_text", source_text, V.SOURCE_TEXT_MAX_CHARS, required=False),
     )
 
 

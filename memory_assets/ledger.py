@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from datetime import date
 
@@ -39,8 +40,6 @@ def token_of(number: int) -> str:
 
 def number_of(token: str) -> int:
     """The unit number of a `mem-<n>` token; ValidationError for anything else."""
-    import re
-
     match = re.match(V.TOKEN_PATTERN, token or "")
     if not match:
         raise gates.ValidationError("token", f"must look like mem-<n> (got {token!r})")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 from psycopg.types.json import Jsonb
 
-from memory_assets import bundle, gates
+from memory_assets import authz, bundle, gates
 from memory_assets import vocabulary as V
 
 
@@ -37,12 +37,12 @@ class ScopeError(PermissionError):
     """The actor lacks the scope (read, write, forget) a request needs on a project."""
 
 
-def forget(conn: psycopg.Connection, project: str, token: str, actor: "authz.Actor", reason: str | None = None) -> str:
+def forget(conn: psycopg.Connection, project: str, token: str, actor: authz.Actor, reason: str | None = None) -> str:
     """Tombstone a unit for good: text blanked wherever it was captured, vectors deleted, id/number/audit kept.
 
     Allowed only with the forget scope, which row-level security enforces on the tombstoning UPDATE.
     """
-    from memory_assets import authz, ledger
+    from memory_assets import ledger
 
     if not actor.may("forget", project):
         raise ScopeError(f"forget: actor {actor.name} has no forget scope on project {project}")
@@ -96,7 +96,7 @@ def vote(conn: psycopg.Connection, project: str, token: str, task_id: str, value
     """Record one vote per (unit, task); recount confirms and flags, recompute trust, flag past the threshold."""
     from memory_assets import ledger
 
-    task_id = gates._text("task_id", task_id, V.ID_MAX_CHARS)
+    task_id = gates.text_field("task_id", task_id, V.ID_MAX_CHARS)
     with conn.transaction():
         unit_id = ledger.unit_id_of(conn, project, token)
         conn.execute("SELECT 1 FROM memory_units WHERE id = %s FOR UPDATE", (unit_id,))  # votes of a unit serialise

@@ -43,9 +43,9 @@ def dagster_instance(url: str, home: str | None = None) -> dg.DagsterInstance:
 def graph_steps(day: date, serving_model: str, project_names: list[str]) -> list[tuple[dg.AssetKey, str]]:
     """The asset graph for one day in dependency order, each asset with the partition that day maps to."""
     from memory_assets.defs.curation.assets import curated_units
+    from memory_assets.defs.delivery.assets import compiled_bundles, read_rate_metrics
     from memory_assets.defs.embeddings.assets import unit_embeddings
     from memory_assets.defs.ledger.assets import ledger_units
-    from memory_assets.defs.delivery.assets import compiled_bundles, read_rate_metrics
     from memory_assets.defs.lifecycle.assets import consolidation_clusters, decay_scores
     from memory_assets.defs.partitions import model_day_key, week_of
 
@@ -63,7 +63,6 @@ def materialize_day(day: date, instance: dg.DagsterInstance) -> list[dg.ExecuteI
     """Materialise the whole asset graph for one UTC day, with its checks, in this process; one run per asset."""
     from memory_assets import embeddings
     from memory_assets.definitions import defs
-
     from memory_assets.defs.partitions import projects
 
     with defs().resources["postgres"].memory().connection() as conn:

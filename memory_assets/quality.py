@@ -52,6 +52,7 @@ def units_of_days(conn: psycopg.Connection, first: date, last: date) -> pd.DataF
 def units_suite():
     """The great-expectations suite a day's units must meet."""
     import great_expectations as gx
+
     from memory_assets import vocabulary as V
 
     suite = gx.ExpectationSuite(name="ledger_units")
@@ -75,7 +76,6 @@ def validate_units_frame(frame: pd.DataFrame) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import great_expectations as gx
-
         from great_expectations.data_context.types.base import ProgressBarsConfig
 
         context = gx.get_context(mode="ephemeral")

@@ -82,6 +82,10 @@ SECRET_PLUGINS_EXCLUDED = ("IPPublicDetector",)
 # --- Dagster --------------------------------------------------------------------------------
 PARTITION_START_DATE = "2024-01-01"
 ASSET_GROUP_LEDGER = "ledger"
+ASSET_GROUP_EMBEDDINGS = "embeddings"
+ASSET_GROUP_CURATION = "curation"
+ASSET_GROUP_LIFECYCLE = "lifecycle"
+ASSET_GROUP_DELIVERY = "delivery"
 INBOX_SENSOR_INTERVAL_SECONDS = 60
 
 # --- Embedded server ------------------------------------------------------------------------

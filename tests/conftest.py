@@ -88,3 +88,19 @@ def stored_text(clean):
 
 
 REPO = Path(__file__).resolve().parent.parent
+SERVING_MODEL = "minilm-l6@gt0.1-t1"
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The real default embedding model, loaded once per test session."""
+    from memory_assets import embeddings
+
+    return embeddings.embedder_for(SERVING_MODEL)
+
+
+def embed_all(conn, embedder) -> None:
+    """Embed every stale unit with the test embedder (what the unit_embeddings asset does per day)."""
+    from memory_assets import embeddings
+
+    embeddings.embed_units(conn, embedder, embeddings.stale_units(conn, embedder.spec.key, limit=10_000))

@@ -1,18 +1,16 @@
 """Curation on the real model: paraphrases merge, contradictions go to review, proposals are promoted."""
 
-from datetime import date, datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pytest
 
-from memory_assets import curation, embeddings
+from memory_assets import curation
 from memory_assets import vocabulary as V
-from tests.test_embeddings import T1, embedder  # noqa: F401  (session fixture)
+from tests.conftest import SERVING_MODEL as T1
+from tests.conftest import embed_all
 
 TODAY = datetime.now(timezone.utc).date()
 
-
-def embed_all(conn, embedder):
-    embeddings.embed_units(conn, embedder, embeddings.stale_units(conn, T1, limit=10_000))
 
 
 PARAPHRASES = [

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from memory_assets import analytics, bundle, events, ledger
+from memory_assets import analytics, events, ledger
 from memory_assets import vocabulary as V
 from memory_assets.defs.delivery.checks import bundle_problems
 from memory_assets.gates import validate

@@ -7,15 +7,11 @@ import pytest
 
 from memory_assets import authz, embeddings, journal, lifecycle
 from memory_assets import vocabulary as V
+from tests.conftest import SERVING_MODEL as T1
 
-T1, T2 = "minilm-l6@gt0.1-t1", "minilm-l6@gt0.1-t2"
+T2 = "minilm-l6@gt0.1-t2"
 FACT = dict(kind="env", type="semantic", title="Staging database requires TLS",
             body="The staging PostgreSQL only accepts connections with sslmode=require.")
-
-
-@pytest.fixture(scope="session")
-def embedder():
-    return embeddings.embedder_for(T1)
 
 
 def served_vector(conn, unit_id, model=T1):

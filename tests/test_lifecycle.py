@@ -7,16 +7,14 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from memory_assets import authz, consolidation, decay, embeddings, lifecycle, quality
+from memory_assets import authz, consolidation, decay, lifecycle, quality
 from memory_assets import vocabulary as V
 from memory_assets.gates import ValidationError
-from tests.test_embeddings import T1, embedder  # noqa: F401  (session fixture)
+from tests.conftest import SERVING_MODEL as T1
+from tests.conftest import embed_all
 
 TODAY = datetime.now(timezone.utc).date()
 
-
-def embed_all(conn, embedder):
-    embeddings.embed_units(conn, embedder, embeddings.stale_units(conn, T1, limit=10_000))
 
 
 def note(mem, title, body, **kw):

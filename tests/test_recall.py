@@ -8,11 +8,8 @@ import pytest
 import memory_assets
 from memory_assets import authz, embeddings, lifecycle, recall
 from memory_assets.gates import ValidationError
-from tests.test_embeddings import T1, embedder  # noqa: F401  (session fixture)
-
-
-def embed_all(conn, embedder):
-    embeddings.embed_units(conn, embedder, embeddings.stale_units(conn, T1, limit=10_000))
+from tests.conftest import SERVING_MODEL as T1
+from tests.conftest import embed_all
 
 
 def note(mem, project, title, body, **kw):

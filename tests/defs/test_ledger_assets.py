@@ -1,6 +1,5 @@
 """The ledger asset, its checks and its sensor, run through Dagster on the real database."""
 
-import json
 import subprocess
 import sys
 from datetime import datetime, timezone

@@ -3,6 +3,7 @@
 import dagster as dg
 
 from memory_assets import curation, embeddings
+from memory_assets import vocabulary as V
 from memory_assets.defs.embeddings.assets import unit_embeddings
 from memory_assets.defs.partitions import daily, days_of
 from resources import PostgresResource, RerankerResource
@@ -11,7 +12,7 @@ from resources import PostgresResource, RerankerResource
 @dg.asset(
     partitions_def=daily,
     deps=[dg.AssetDep(unit_embeddings, partition_mapping=dg.MultiToSingleDimensionPartitionMapping("day"))],
-    group_name="curation",
+    group_name=V.ASSET_GROUP_CURATION,
     kinds={"postgres"},
     backfill_policy=dg.BackfillPolicy.single_run(),
 )

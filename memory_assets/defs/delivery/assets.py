@@ -3,12 +3,13 @@
 import dagster as dg
 
 from memory_assets import analytics, bundle
+from memory_assets import vocabulary as V
 from memory_assets.defs.lifecycle.assets import decay_scores
 from memory_assets.defs.partitions import daily, days_of, projects
 from resources import PostgresResource
 
 
-@dg.asset(partitions_def=projects, group_name="delivery", kinds={"postgres", "json"},
+@dg.asset(partitions_def=projects, group_name=V.ASSET_GROUP_DELIVERY, kinds={"postgres", "json"},
           deps=[dg.AssetDep(decay_scores, partition_mapping=dg.LastPartitionMapping())])
 def compiled_bundles(context: dg.AssetExecutionContext, postgres: PostgresResource) -> dg.MaterializeResult:
     """The project's bundle of injectable units (trust, importance, recency; capped); revision rises on change."""
@@ -19,7 +20,7 @@ def compiled_bundles(context: dg.AssetExecutionContext, postgres: PostgresResour
                                           "changed": compiled["changed"]})
 
 
-@dg.asset(partitions_def=daily, deps=[decay_scores], group_name="delivery", kinds={"postgres"},
+@dg.asset(partitions_def=daily, deps=[decay_scores], group_name=V.ASSET_GROUP_DELIVERY, kinds={"postgres"},
           backfill_policy=dg.BackfillPolicy.single_run())
 def read_rate_metrics(context: dg.AssetExecutionContext, postgres: PostgresResource) -> dg.MaterializeResult:
     """Per project, kind, unit and arm: injections, reads, citations, follows, read rate, and the kill list."""

@@ -6,6 +6,7 @@ import dagster as dg
 from tqdm import tqdm
 
 from memory_assets import embeddings
+from memory_assets import vocabulary as V
 from memory_assets.defs.ledger.assets import ledger_units
 from memory_assets.defs.partitions import model_days
 from resources import EmbedderResource, PostgresResource
@@ -14,7 +15,7 @@ from resources import EmbedderResource, PostgresResource
 @dg.asset(
     partitions_def=model_days,
     deps=[dg.AssetDep(ledger_units, partition_mapping=dg.MultiToSingleDimensionPartitionMapping("day"))],
-    group_name="embeddings",
+    group_name=V.ASSET_GROUP_EMBEDDINGS,
     kinds={"pgvector", "pytorch"},
     backfill_policy=dg.BackfillPolicy.single_run(),
 )

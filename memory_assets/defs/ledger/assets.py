@@ -1,6 +1,5 @@
 """The ledger as a daily asset: each day's inbox folded into numbered units."""
 
-
 import dagster as dg
 
 from memory_assets import ledger

@@ -1,6 +1,5 @@
 """Data-quality checks on the ledger: no duplicate live unit, no secret, and the day's expectations."""
 
-
 import dagster as dg
 
 from memory_assets import quality

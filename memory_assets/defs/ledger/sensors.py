@@ -1,6 +1,5 @@
 """Sensors that keep the ledger current without an operator."""
 
-
 import dagster as dg
 
 from memory_assets import ledger

@@ -3,6 +3,7 @@
 import dagster as dg
 
 from memory_assets import consolidation, decay, embeddings
+from memory_assets import vocabulary as V
 from memory_assets.defs.curation.assets import curated_units
 from memory_assets.defs.partitions import daily, days_of, weekly
 from resources import PostgresResource, SummarizerResource
@@ -11,7 +12,7 @@ from resources import PostgresResource, SummarizerResource
 @dg.asset(
     partitions_def=daily,
     deps=[curated_units],
-    group_name="lifecycle",
+    group_name=V.ASSET_GROUP_LIFECYCLE,
     kinds={"postgres"},
     backfill_policy=dg.BackfillPolicy.single_run(),
 )
@@ -29,7 +30,7 @@ def decay_scores(context: dg.AssetExecutionContext, postgres: PostgresResource) 
 @dg.asset(
     partitions_def=weekly,
     deps=[curated_units],
-    group_name="lifecycle",
+    group_name=V.ASSET_GROUP_LIFECYCLE,
     kinds={"postgres", "scikitlearn"},
 )
 def consolidation_clusters(context: dg.AssetExecutionContext, postgres: PostgresResource,
