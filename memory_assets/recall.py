@@ -58,11 +58,22 @@ ORDER BY n.distance
 LIMIT %(candidates)s
 """
 
+# PostgreSQL's ts_rank ignores how rare a word is, so a query's common words (a speaker's name, "project")
+# drown its rare ones. The sparse leg scores each match by the IDF of the query terms it contains (BM25's idf,
+# no length normalisation) and breaks ties with ts_rank. Document frequencies are counted per project.
+TERM_FREQUENCIES = """
+SELECT term, (SELECT count(*) FROM memory_units u
+              WHERE u.project = %(project)s AND u.tsv @@ to_tsquery('english', term)) AS df
+FROM unnest(%(terms)s::text[]) AS term
+"""
+
+PROJECT_SIZE = "SELECT count(*) FROM memory_units u WHERE u.project = %(project)s AND u.status <> 'forgotten'"
+
 SPARSE = """
-SELECT u.id AS unit_id, ts_rank(u.tsv, q) AS rank
+SELECT u.id AS unit_id, {score} AS score
 FROM memory_units u, to_tsquery('english', %(tsquery)s) AS q
 WHERE u.tsv @@ q AND {filters}
-ORDER BY rank DESC, u.number
+ORDER BY score DESC, ts_rank(u.tsv, q) DESC, u.number
 LIMIT %(candidates)s
 """
 
@@ -187,8 +198,21 @@ def project_units(conn: psycopg.Connection, project: str) -> int:
     return row[0] if row else 0
 
 
-def sparse_leg(conn: psycopg.Connection, params: dict) -> list[tuple]:
-    return conn.execute(sql.SQL(SPARSE).format(filters=sql.SQL(UNIT_FILTERS)), params).fetchall()
+def sparse_leg(conn: psycopg.Connection, params: dict, terms: list[str]) -> list[tuple]:
+    """Full-text candidates scored by the summed IDF of the query terms each one contains."""
+    frequencies = conn.execute(TERM_FREQUENCIES, {**params, "terms": terms}).fetchall()
+    units = conn.execute(PROJECT_SIZE, params).fetchone()[0] or 1
+    clauses, values = [], dict(params)
+    for i, (term, df) in enumerate(frequencies):
+        if df:
+            values[f"term{i}"] = term
+            values[f"idf{i}"] = math.log(1 + (units - df + 0.5) / (df + 0.5))
+            clauses.append(sql.SQL("(u.tsv @@ to_tsquery('english', {term}))::int * {idf}").format(
+                term=sql.Placeholder(f"term{i}"), idf=sql.Placeholder(f"idf{i}")))
+    if not clauses:
+        return []
+    statement = sql.SQL(SPARSE).format(score=sql.SQL(" + ").join(clauses), filters=sql.SQL(UNIT_FILTERS))
+    return conn.execute(statement, values).fetchall()
 
 
 def fuse(dense: list[tuple], sparse: list[tuple], weights: tuple[float, float]) -> dict[str, dict]:
@@ -260,7 +284,7 @@ def recall(conn: psycopg.Connection, project: str, query: str, k: int = V.RECALL
             dense = dense_leg(conn, params, model_key, project_units(conn, project))
             if not dense:
                 notes.append(f"no vectors of the serving model {model_key} match")
-        sparse = sparse_leg(conn, params) if terms and legs in ("hybrid", "sparse") else []
+        sparse = sparse_leg(conn, params, terms) if terms and legs in ("hybrid", "sparse") else []
         mode = "hybrid" if dense and terms else ("dense_only" if dense else "sparse_only")
         fused = fuse(dense, sparse, weights)
         if fused and V.CONTEXT_WEIGHT > 0:
