@@ -146,7 +146,6 @@ DENSE_WEIGHT = 1.0
 SPARSE_WEIGHT = 1.3         # with the IDF-scored sparse leg (LoCoMo dev R@10: 1.0 -> 0.725, 1.3 -> 0.738)
 RECENCY_HALF_LIFE_DAYS = 180
 QUERY_VECTOR_CACHE_SIZE = 1024
-RECALL_MODES = ("hybrid", "sparse_only", "dense_only")
 HNSW_MIN_PROJECT_UNITS = 20_000  # below: exact scan (exact, and fast enough); above: HNSW first phase (bench/recall.py)
 HNSW_EF_SEARCH = 100
 HNSW_OVERFETCH = 2               # the HNSW phase fetches this many times the candidates before the unit filters

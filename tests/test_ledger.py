@@ -143,3 +143,16 @@ def test_bad_input_writes_nothing(mem, conn):
             mem.remember(project="acme", **{**GOTCHA, **bad})
     for table in ("memory_units", "memory_inbox", "memory_sources", "memory_rejections", "audit_log"):
         assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
+
+
+def test_the_database_checks_match_the_vocabulary(conn):
+    """The CHECK constraints and the live-content index speak the vocabulary module's sets, no more, no less."""
+    definitions = " ".join(row[0] for row in conn.execute(
+        "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'memory_units'::regclass"))
+    for value in (*V.KINDS, *V.TYPES, *V.STATUSES):
+        assert f"'{value}'" in definitions, value
+    assert "'decision'" not in definitions
+    index = conn.execute("SELECT pg_get_indexdef('memory_units_live_content'::regclass)").fetchone()[0]
+    assert all(f"'{s}'" in index for s in V.LIVE_STATUSES)
+    assert not any(f"'{s}'" in index for s in set(V.STATUSES) - set(V.LIVE_STATUSES))
+    assert set(V.EXCLUSION_KINDS) | {V.REASON_DECISION_KIND, V.REASON_SECRET} == set(V.REJECTION_REASONS)
