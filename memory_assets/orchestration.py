@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import date
 from pathlib import Path
 
@@ -40,10 +41,10 @@ def dagster_instance(url: str, home: str | None = None) -> dg.DagsterInstance:
     return dg.DagsterInstance.from_config(str(dagster_home(url, home)))
 
 
-def graph_steps(day: date, serving_model: str, project_names: list[str]) -> list[tuple[dg.AssetKey, str]]:
+def graph_steps(day: date, serving_model: str) -> list[tuple[dg.AssetKey, str]]:
     """The asset graph for one day in dependency order, each asset with the partition that day maps to."""
     from memory_assets.defs.curation.assets import curated_units
-    from memory_assets.defs.delivery.assets import compiled_bundles, read_rate_metrics
+    from memory_assets.defs.delivery.assets import read_rate_metrics
     from memory_assets.defs.embeddings.assets import unit_embeddings
     from memory_assets.defs.ledger.assets import ledger_units
     from memory_assets.defs.lifecycle.assets import consolidation_clusters, decay_scores
@@ -56,29 +57,38 @@ def graph_steps(day: date, serving_model: str, project_names: list[str]) -> list
         (consolidation_clusters.key, week_of(day).isoformat()),
         (decay_scores.key, day.isoformat()),
         (read_rate_metrics.key, day.isoformat()),
-    ] + [(compiled_bundles.key, project) for project in project_names]
+    ]
+
+
+@functools.cache
+def code_location() -> dg.Definitions:
+    """The code location's definitions, loaded once per process."""
+    from memory_assets.definitions import defs
+
+    return defs()
 
 
 def materialize_day(day: date, instance: dg.DagsterInstance) -> list[dg.ExecuteInJobResult]:
     """Materialise the whole asset graph for one UTC day, with its checks, in this process; one run per asset."""
     from memory_assets import embeddings
-    from memory_assets.definitions import defs
+    from memory_assets.defs.delivery.assets import compiled_bundles
     from memory_assets.defs.partitions import projects
 
-    with defs().resources["postgres"].memory().connection() as conn:
+    memory = code_location().resources["postgres"].memory()
+    with memory.connection() as conn:
         serving = embeddings.serving_model(conn)
+    results = [materialize_asset(key, instance, partition_key=partition) for key, partition in graph_steps(day, serving)]
+    # projects are known once the ledger has folded the day: then one bundle per project, as the sensor would
+    with memory.connection() as conn:
         names = [r[0] for r in conn.execute("SELECT project FROM memory_projects ORDER BY project").fetchall()]
     known = set(instance.get_dynamic_partitions(projects.name))
     instance.add_dynamic_partitions(projects.name, [p for p in names if p not in known])
-    return [materialize_asset(key, instance, partition_key=partition)
-            for key, partition in graph_steps(day, serving, names)]
+    return results + [materialize_asset(compiled_bundles.key, instance, partition_key=p) for p in names]
 
 
 def materialize_asset(asset_key: dg.AssetKey, instance: dg.DagsterInstance, **kwargs) -> dg.ExecuteInJobResult:
     """Materialise one asset (and its checks) of the code location in this process."""
-    from memory_assets.definitions import defs
-
-    definitions = defs()
+    definitions = code_location()
     everything = list(definitions.assets or []) + list(definitions.asset_checks or [])
     selection = dg.AssetSelection.assets(asset_key) | dg.AssetSelection.checks_for_assets(asset_key)
     return dg.materialize(everything, selection=selection, instance=instance, resources=definitions.resources,
