@@ -29,15 +29,17 @@ class Actor:
         return project in getattr(self, scope)
 
 
+SCOPES = ("read", "write", "forget")
+SET_SCOPES = "SELECT " + ", ".join(f"set_config('memory.{scope}', %s, true)" for scope in SCOPES)
+
+
 @contextmanager
 def scoped(conn: psycopg.Connection, actor: Actor) -> Iterator[psycopg.Connection]:
     """A transaction run as the non-owner role with the actor's scopes set locally: the database filters rows."""
     with conn.transaction():
         conn.execute(f"SET LOCAL ROLE {V.APP_ROLE}")
-        for scope in ("read", "write", "forget"):
-            conn.execute("SELECT set_config(%s, %s, true)", (f"memory.{scope}", ",".join(getattr(actor, scope))))
+        conn.execute(SET_SCOPES, [",".join(getattr(actor, scope)) for scope in SCOPES])
         yield conn
         # inside an outer transaction SET LOCAL would outlive this block: hand the owner role back explicitly
         conn.execute("RESET ROLE")
-        for scope in ("read", "write", "forget"):
-            conn.execute("SELECT set_config(%s, '', true)", (f"memory.{scope}",))
+        conn.execute(SET_SCOPES, ["" for _ in SCOPES])

@@ -111,6 +111,14 @@ def _unit_interval(field_name: str, value) -> float:
     return float(value)
 
 
+def project_name(value) -> str:
+    """A valid project name, or ValidationError naming the field and the rule."""
+    project = text_field("project", value, V.PROJECT_MAX_CHARS)
+    if not re.match(V.PROJECT_PATTERN, project):
+        raise ValidationError("project", "letters, digits, '.', '_' and '-' only, starting with a letter or digit")
+    return project
+
+
 def validate(
     *,
     project,
@@ -133,9 +141,7 @@ def validate(
     source_text=None,
 ) -> Candidate:
     """Check every field against its limit and return a Candidate; raise ValidationError naming the field."""
-    project = text_field("project", project, V.PROJECT_MAX_CHARS)
-    if not re.match(V.PROJECT_PATTERN, project):
-        raise ValidationError("project", "letters, digits, '.', '_' and '-' only, starting with a letter or digit")
+    project = project_name(project)
     kind = text_field("kind", kind, 32)
     if kind not in V.KINDS and kind not in V.FORBIDDEN_KINDS:
         raise ValidationError("kind", f"must be one of {', '.join(V.KINDS)} (got {kind!r})")

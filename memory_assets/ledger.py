@@ -54,7 +54,7 @@ def canon_of(conn: psycopg.Connection, project: str) -> list[list[int]]:
 
 def register_canon(conn: psycopg.Connection, project: str, path: str, text: str) -> int:
     """Register a canon document (README, ADR…) by path; only hashed token sets of its paragraphs are kept."""
-    project = gates.validate(project=project, kind="note", type="semantic", title="canon", body="canon").project
+    project = gates.project_name(project)
     chunks = [c for c in (p.strip() for p in text.split("\n\n")) if len(gates.word_tokens(c)) >= V.CANON_CHUNK_MIN_TOKENS]
     with conn.transaction():
         conn.execute("DELETE FROM memory_canon WHERE project = %s AND path = %s", (project, path))

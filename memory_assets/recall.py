@@ -67,8 +67,6 @@ SELECT term, (SELECT count(*) FROM memory_units u
 FROM unnest(%(terms)s::text[]) AS term
 """
 
-PROJECT_SIZE = "SELECT count(*) FROM memory_units u WHERE u.project = %(project)s AND u.status <> 'forgotten'"
-
 SPARSE = """
 SELECT u.id AS unit_id, {score} AS score
 FROM memory_units u, to_tsquery('english', %(tsquery)s) AS q
@@ -159,7 +157,7 @@ def tsquery_terms(query: str) -> list[str]:
 
 
 def validate_query(project: str, query: str, k: int, kinds, types, paths) -> None:
-    gates.validate(project=project, kind="note", type="semantic", title="q", body="q")
+    gates.project_name(project)
     if not isinstance(query, str) or not query.strip():
         raise gates.ValidationError("query", "must not be empty")
     if len(query) > V.RECALL_MAX_QUERY_CHARS:
@@ -198,10 +196,13 @@ def project_units(conn: psycopg.Connection, project: str) -> int:
     return row[0] if row else 0
 
 
-def sparse_leg(conn: psycopg.Connection, params: dict, terms: list[str]) -> list[tuple]:
-    """Full-text candidates scored by the summed IDF of the query terms each one contains."""
+def sparse_leg(conn: psycopg.Connection, params: dict, terms: list[str], units: int) -> list[tuple]:
+    """Full-text candidates scored by the summed IDF of the query terms each one contains.
+
+    `units` is the project's numbered-unit count (memory_projects.last_number): the N of the IDF, read for free.
+    """
     frequencies = conn.execute(TERM_FREQUENCIES, {**params, "terms": terms}).fetchall()
-    units = conn.execute(PROJECT_SIZE, params).fetchone()[0] or 1
+    units = max(units, 1)
     clauses, values = [], dict(params)
     for i, (term, df) in enumerate(frequencies):
         if df:
@@ -273,6 +274,7 @@ def recall(conn: psycopg.Connection, project: str, query: str, k: int = V.RECALL
     notes: list[str] = []
     with authz.scoped(conn, actor):
         model_key = embeddings.serving_model(conn)
+        size = project_units(conn, project)
         vector = None
         if legs in ("hybrid", "dense") and encoder is not None:
             vector = encoder(model_key, query)
@@ -281,10 +283,10 @@ def recall(conn: psycopg.Connection, project: str, query: str, k: int = V.RECALL
         dense = []
         if vector is not None:
             params.update(vector=vector, model=model_key)
-            dense = dense_leg(conn, params, model_key, project_units(conn, project))
+            dense = dense_leg(conn, params, model_key, size)
             if not dense:
                 notes.append(f"no vectors of the serving model {model_key} match")
-        sparse = sparse_leg(conn, params, terms) if terms and legs in ("hybrid", "sparse") else []
+        sparse = sparse_leg(conn, params, terms, size) if terms and legs in ("hybrid", "sparse") else []
         mode = "hybrid" if dense and terms else ("dense_only" if dense else "sparse_only")
         fused = fuse(dense, sparse, weights)
         if fused and V.CONTEXT_WEIGHT > 0:

@@ -79,3 +79,18 @@ def test_import_without_fold_leaves_rows_for_the_ledger(clean, tmp_path, conn):
 def test_show_unknown_token_exits_2(clean):
     result = run("show", "mem-x", "--project", "acme")
     assert result.exit_code == 2 and "token: must look like mem-<n>" in result.stderr
+
+
+def test_forget_confirm_and_flag_from_the_command_line(clean):
+    run("remember", "--project", "acme", "--kind", "env", "--type", "semantic", "--title", GOOD["title"],
+        "--body", GOOD["body"])
+    confirmed = json.loads(run("confirm", "mem-1", "--project", "acme", "--task-id", "T-1", "--json").stdout)
+    assert (confirmed["confirms"], confirmed["flags"]) == (1, 0)
+    flagged = json.loads(run("flag", "mem-1", "--project", "acme", "--task-id", "T-2", "--json").stdout)
+    assert (flagged["confirms"], flagged["flags"]) == (1, 1) and flagged["trust"] < confirmed["trust"]
+    forgotten = run("forget", "mem-1", "--project", "acme", "--reason", "asked", "--json")
+    assert forgotten.exit_code == 0 and json.loads(forgotten.stdout)["status"] == "forgotten"
+    shown = json.loads(run("show", "mem-1", "--project", "acme", "--json").stdout)
+    assert (shown["status"], shown["title"], shown["body"]) == ("forgotten", "", "")
+    again = run("forget", "mem-1", "--project", "acme", "--reason", "twice")
+    assert again.exit_code == 2 and "token: no live unit mem-1" in again.stderr

@@ -137,3 +137,17 @@ def test_read_rate_metrics_and_kill_list(mem, conn):
     assert rates == {token: 0.5, ignored: 0.0}
     assert analytics.kill_list(conn)["token"].tolist() == [ignored]
     assert analytics.compute_read_rate(conn, today) == 2  # re-running a day replaces its rows
+
+
+def test_a_unit_with_a_private_source_or_unverified_paths_stays_out_of_the_bundle(mem, conn):
+    shared = mem.remember(project="acme", kind="env", type="semantic", title="Shared fact",
+                          body="The cache is warmed at 06:00 because traffic peaks at 07:00.").token
+    private = mem.remember(project="acme", kind="env", type="semantic", title="Private fact",
+                           body="The lobby plant is watered on Tuesdays because it is a cactus.").token
+    pathed = mem.remember(project="acme", kind="env", type="semantic", title="Pathed fact", paths=["infra/db.tf"],
+                          body="The database module pins the engine version because upgrades need a window.").token
+    conn.execute("UPDATE memory_sources SET visibility = 'private' WHERE unit_id = %s",
+                 (mem.unit("acme", private)["id"],))
+    assert [u["id"] for u in mem.compile_bundle("acme")["units"]] == [shared]
+    mem.confirm("acme", pathed, task_id="T-1")  # verified within 24 h: now eligible
+    assert {u["id"] for u in mem.compile_bundle("acme")["units"]} == {shared, pathed}
