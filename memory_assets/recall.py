@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Callable
 
 import numpy as np
@@ -92,6 +92,7 @@ DETAILS = """
 SELECT u.id AS unit_id, 'mem-' || u.number AS token, u.title, u.body, u.kind, u.type, u.importance, u.trust,
        u.valid_from, u.valid_until, u.status, u.paths,
        (SELECT array_agg(DISTINCT lower(s.persona)) FROM memory_sources s WHERE s.unit_id = u.id) AS personas,
+       (SELECT s.session_id FROM memory_sources s WHERE s.unit_id = u.id ORDER BY s.id LIMIT 1) AS session_id,
        CASE WHEN %(historical)s THEN NULL ELSE
            (SELECT d.recency FROM decay_scores d WHERE d.unit_id = u.id ORDER BY d.day DESC LIMIT 1) END AS recency
 FROM memory_units u WHERE u.id = ANY (%(ids)s::uuid[])
@@ -217,24 +218,31 @@ def sparse_leg(conn: psycopg.Connection, params: dict, terms: list[str], units: 
 
 
 def fuse(dense: list[tuple], sparse: list[tuple], weights: tuple[float, float]) -> dict[str, dict]:
-    """Weighted reciprocal rank fusion, normalised so a unit first in both legs scores 1."""
-    wd, ws = weights
-    best = (wd if dense else 0) / (V.RRF_K + 1) + (ws if sparse else 0) / (V.RRF_K + 1)
+    """Each leg's scores min-max normalised and weighted, mixed with weighted RRF; a unit first in both scores 1."""
+    wd, ws = (weights[0] if dense else 0.0), (weights[1] if sparse else 0.0)
+    if not wd + ws:
+        return {}
     fused: dict[str, dict] = {}
-    for rank, (unit_id, distance) in enumerate(dense, start=1):
-        fused.setdefault(str(unit_id), {"dense": None, "sparse": None, "rrf": 0.0})
-        fused[str(unit_id)]["dense"] = 1.0 - float(distance)
-        fused[str(unit_id)]["rrf"] += wd / (V.RRF_K + rank)
-    for rank, (unit_id, score) in enumerate(sparse, start=1):
-        fused.setdefault(str(unit_id), {"dense": None, "sparse": None, "rrf": 0.0})
-        fused[str(unit_id)]["sparse"] = float(score)
-        fused[str(unit_id)]["rrf"] += ws / (V.RRF_K + rank)
+    for leg, rows, weight, similarity in (("dense", dense, wd, lambda d: 1.0 - float(d)),
+                                          ("sparse", sparse, ws, float)):
+        scores = [similarity(value) for _, value in rows]
+        low, high = min(scores, default=0.0), max(scores, default=0.0)
+        for rank, ((unit_id, _), score) in enumerate(zip(rows, scores), start=1):
+            entry = fused.setdefault(str(unit_id), {"dense": None, "sparse": None, "rrf": 0.0, "scores": 0.0})
+            entry[leg] = score
+            entry["rrf"] += weight / (V.RRF_K + rank)
+            entry["scores"] += weight * ((score - low) / (high - low) if high > low else 1.0)
+    best_rrf = (wd + ws) / (V.RRF_K + 1)
     for entry in fused.values():
-        entry["relevance"] = entry["rrf"] / best if best else 0.0
+        entry["rrf"] /= best_rrf
+        entry["scores"] /= wd + ws
+        entry["relevance"] = V.RRF_SHARE * entry["rrf"] + (1 - V.RRF_SHARE) * entry["scores"]
     return fused
 
 
-MAX_RELEVANCE = (1 + V.CONTEXT_WEIGHT) * (1 + V.PERSONA_BOOST)
+def max_relevance() -> float:
+    """The highest relevance the structure bonuses and cues can give: dividing by it brings relevance back to 0..1."""
+    return (1 + V.CONTEXT_WEIGHT + V.SESSION_WEIGHT) * (1 + V.PERSONA_BOOST) * (1 + V.TIME_CUE_BOOST)
 
 
 def spread_to_neighbours(conn: psycopg.Connection, fused: dict[str, dict], params: dict) -> None:
@@ -247,9 +255,69 @@ def spread_to_neighbours(conn: psycopg.Connection, fused: dict[str, dict], param
         share = V.CONTEXT_WEIGHT * fused[str(of_id)]["relevance"] / distance
         bonus[str(unit_id)] = max(bonus.get(str(unit_id), 0.0), share)
     for unit_id, extra in bonus.items():
-        entry = fused.setdefault(unit_id, {"dense": None, "sparse": None, "rrf": 0.0, "relevance": 0.0})
+        entry = fused.setdefault(unit_id, {"dense": None, "sparse": None, "rrf": 0.0, "scores": 0.0, "relevance": 0.0})
         entry["context"] = extra
         entry["relevance"] += extra
+
+
+MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+          "november", "december")
+MONTH = "(?P<month>" + "|".join(MONTHS) + ")"
+NAMED_DAY = re.compile(rf"\b(?:(?P<d1>\d{{1,2}})\s+{MONTH}|(?P<m2>{'|'.join(MONTHS)})\s+(?P<d2>\d{{1,2}})),?\s+(?P<year>\d{{4}})\b",
+                       re.IGNORECASE)
+NAMED_MONTH = re.compile(rf"\b{MONTH},?\s+(?P<year>\d{{4}})\b", re.IGNORECASE)
+
+
+def time_windows(query: str) -> list[tuple[datetime, datetime]]:
+    """The days and months a query names ('on 7 July, 2023', 'May 3, 2023', 'in December 2023') as time windows."""
+    windows = []
+    for match in NAMED_DAY.finditer(query):
+        month = MONTHS.index((match["month"] or match["m2"]).lower()) + 1
+        try:
+            day = datetime(int(match["year"]), month, int(match["d1"] or match["d2"]), tzinfo=timezone.utc)
+        except ValueError:  # 31 February: not a date, not a cue
+            continue
+        slack = timedelta(days=V.TIME_CUE_DAY_SLACK_DAYS)
+        windows.append((day - slack, day + timedelta(days=1) + slack))
+    for match in NAMED_MONTH.finditer(NAMED_DAY.sub(" ", query)):
+        month, year = MONTHS.index(match["month"].lower()) + 1, int(match["year"])
+        windows.append((datetime(year, month, 1, tzinfo=timezone.utc),
+                        datetime(year + month // 12, month % 12 + 1, 1, tzinfo=timezone.utc)))
+    return windows
+
+
+def lift_sessions(fused: dict[str, dict], details: dict[str, dict]) -> None:
+    """Give every unit a share of its session's best relevance: the evidence for a question clusters in sessions."""
+    best: dict[str, float] = {}
+    for unit_id, entry in fused.items():
+        session = details[unit_id]["session_id"]
+        if session:
+            best[session] = max(best.get(session, 0.0), entry["relevance"])
+    top = max(best.values(), default=0.0)
+    for unit_id, entry in fused.items():
+        session = details[unit_id]["session_id"]
+        if session and top:
+            entry["session"] = V.SESSION_WEIGHT * best[session] / top
+            entry["relevance"] += entry["session"]
+
+
+def score(fused: dict[str, dict], details: dict[str, dict], query: str, at: datetime) -> None:
+    """Final score: relevance (with the persona and time cues) * (0.7 + 0.2 importance + 0.1 recency)."""
+    named = {w.lower() for w in re.findall(r"[A-Za-z0-9]+", query)}
+    windows = time_windows(query)
+    for unit_id, entry in fused.items():
+        unit = details[unit_id]
+        if named & set(unit["personas"] or ()):
+            entry["persona"] = V.PERSONA_BOOST
+            entry["relevance"] *= 1 + V.PERSONA_BOOST
+        if any(start <= unit["valid_from"] < end for start, end in windows):
+            entry["time"] = V.TIME_CUE_BOOST
+            entry["relevance"] *= 1 + V.TIME_CUE_BOOST
+        entry["relevance"] /= max_relevance()
+        entry["importance"] = float(unit["importance"])
+        entry["trust"] = float(unit["trust"])
+        entry["recency"] = recency(unit["valid_from"], at) if unit["recency"] is None else unit["recency"]
+        entry["score"] = entry["relevance"] * (0.7 + 0.2 * entry["importance"] + 0.1 * entry["recency"])
 
 
 def recency(valid_from: datetime, at: datetime) -> float:
@@ -260,9 +328,10 @@ def recency(valid_from: datetime, at: datetime) -> float:
 def recall(conn: psycopg.Connection, project: str, query: str, k: int = V.RECALL_DEFAULT_K, *,
            as_of: datetime | None = None, kinds=None, types=None, paths=None,
            actor: authz.Actor | None = None, encoder: QueryEncoder | None = None, legs: str = "hybrid",
-           weights: tuple[float, float] = (V.DENSE_WEIGHT, V.SPARSE_WEIGHT)) -> RecallResult:
+           weights: tuple[float, float] | None = None) -> RecallResult:
     """Recall the units of a project that best answer a query, valid at `as_of` (default now), with citations."""
     validate_query(project, query, k, kinds, types, paths)
+    weights = weights or (V.DENSE_WEIGHT, V.SPARSE_WEIGHT)
     if as_of is not None and as_of.tzinfo is None:
         raise gates.ValidationError("as_of", "must be timezone-aware")
     actor = actor or authz.Actor(name="api", read=(project,))
@@ -296,17 +365,8 @@ def recall(conn: psycopg.Connection, project: str, query: str, k: int = V.RECALL
         with conn.cursor(row_factory=dict_row) as cur:
             details = {str(r["unit_id"]): r for r in cur.execute(
                 DETAILS, {"ids": list(fused), "historical": as_of is not None}).fetchall()}
-            named = {w.lower() for w in re.findall(r"[A-Za-z0-9]+", query)}
-            for unit_id, entry in fused.items():
-                unit = details[unit_id]
-                if named & set(unit["personas"] or ()):
-                    entry["persona"] = V.PERSONA_BOOST
-                    entry["relevance"] *= 1 + V.PERSONA_BOOST
-                entry["relevance"] /= MAX_RELEVANCE  # back to 0..1 after the structure bonuses
-                entry["importance"] = float(unit["importance"])
-                entry["trust"] = float(unit["trust"])
-                entry["recency"] = recency(unit["valid_from"], at) if unit["recency"] is None else unit["recency"]
-                entry["score"] = entry["relevance"] * (0.7 + 0.2 * entry["importance"] + 0.1 * entry["recency"])
+            lift_sessions(fused, details)
+            score(fused, details, query, at)
             top = sorted(fused, key=lambda u: (-fused[u]["score"], details[u]["token"]))[:k]
             citations: dict[str, list[dict]] = {u: [] for u in top}
             for row in cur.execute(CITATIONS, {"ids": top}).fetchall():

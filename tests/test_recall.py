@@ -168,3 +168,46 @@ def test_the_hnsw_path_serves_the_same_filtered_hits_or_falls_back(mem, conn, em
     monkeypatch.setattr(recall.V, "HNSW_MIN_PROJECT_UNITS", 0)
     approximate = [h.token for h in mem.recall("acme", "when do deploys to production happen", k=5, legs="dense")]
     assert approximate == exact and len(exact) == 5
+
+
+def test_time_windows_read_named_days_and_months():
+    utc = timezone.utc
+    assert recall.time_windows("What did Maria plan on the evening of 7 July, 2023?") == [
+        (datetime(2023, 7, 6, tzinfo=utc), datetime(2023, 7, 9, tzinfo=utc))]
+    assert recall.time_windows("the week before August 3, 2023") == [
+        (datetime(2023, 8, 2, tzinfo=utc), datetime(2023, 8, 5, tzinfo=utc))]
+    assert recall.time_windows("which class did she start in December 2023") == [
+        (datetime(2023, 12, 1, tzinfo=utc), datetime(2024, 1, 1, tzinfo=utc))]
+    assert recall.time_windows("in 2023, may we deploy on 31 February, 2024?") == []
+
+
+def standup(mem, day, text, session):
+    return mem.remember(project="acme", kind="note", type="episodic", title=text, body=text, valid_from=day,
+                        session_id=session, persona="lead")
+
+
+def test_a_named_date_lifts_the_units_of_that_date(mem, conn, embedder):
+    today = datetime.now(timezone.utc).replace(hour=9, minute=0, second=0, microsecond=0)
+    early, late = today - timedelta(days=20), today - timedelta(days=6)
+    api = standup(mem, early, "Standup: we agreed to freeze the public API until the release.", "S-1")
+    schema = standup(mem, late, "Standup: we agreed to freeze the database schema until the audit.", "S-2")
+    embed_all(conn, embedder)
+    for day, expected in ((early, api), (late, schema)):
+        named = f"What did we agree to freeze on {day.day} {day.strftime('%B')}, {day.year}?"
+        hits = mem.recall("acme", named, k=2)
+        assert hits[0].token == expected.token and hits[0].components["time"] == recall.V.TIME_CUE_BOOST
+        assert "time" not in hits[1].components
+
+
+def test_the_best_session_lifts_its_other_units(mem, conn, embedder):
+    day = datetime.now(timezone.utc) - timedelta(days=3)
+    match = standup(mem, day, "Lead: the nightly backup job writes to the cold storage bucket.", "S-1")
+    for i in range(4):  # more than the neighbour window away from the match
+        standup(mem, day, f"Lead: agenda item {i} was postponed.", "S-1")
+    answer = standup(mem, day, "Lead: it runs at 02:00 UTC and keeps 30 days.", "S-1")
+    elsewhere = standup(mem, day, "Lead: the runbook says restores take about an hour.", "S-2")
+    embed_all(conn, embedder)
+    hits = {h.token: h for h in mem.recall("acme", "nightly backup cold storage bucket", k=10)}
+    assert hits[match.token].components["session"] == pytest.approx(recall.V.SESSION_WEIGHT)
+    assert hits[answer.token].components["session"] == pytest.approx(recall.V.SESSION_WEIGHT)
+    assert elsewhere.token not in hits or hits[elsewhere.token].components.get("session", 0) < recall.V.SESSION_WEIGHT
