@@ -30,16 +30,17 @@ class Actor:
 
 
 SCOPES = ("read", "write", "forget")
-SET_SCOPES = "SELECT " + ", ".join(f"set_config('memory.{scope}', %s, true)" for scope in SCOPES)
+# the role switch and the scopes in one round trip: set_config('role', …, true) is SET LOCAL ROLE
+SET_SCOPES = "SELECT set_config('role', %s, true), " + ", ".join(
+    f"set_config('memory.{scope}', %s, true)" for scope in SCOPES)
 
 
 @contextmanager
 def scoped(conn: psycopg.Connection, actor: Actor) -> Iterator[psycopg.Connection]:
     """A transaction run as the non-owner role with the actor's scopes set locally: the database filters rows."""
+    outermost = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     with conn.transaction():
-        conn.execute(f"SET LOCAL ROLE {V.APP_ROLE}")
-        conn.execute(SET_SCOPES, [",".join(getattr(actor, scope)) for scope in SCOPES])
+        conn.execute(SET_SCOPES, [V.APP_ROLE, *(",".join(getattr(actor, scope)) for scope in SCOPES)])
         yield conn
-        # inside an outer transaction SET LOCAL would outlive this block: hand the owner role back explicitly
-        conn.execute("RESET ROLE")
-        conn.execute(SET_SCOPES, ["" for _ in SCOPES])
+        if not outermost:  # inside an outer transaction SET LOCAL would outlive this block: hand the role back
+            conn.execute(SET_SCOPES, ["none", "", "", ""])

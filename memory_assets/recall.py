@@ -31,7 +31,7 @@ UNIT_FILTERS = """
 """
 
 DENSE_EXACT = """
-SELECT e.unit_id, e.embedding <=> %(vector)s AS distance
+SELECT e.unit_id, e.embedding <=> %(vector)s AS distance, u.type = 'episodic' AS episodic
 FROM memory_embeddings e
 JOIN memory_units u ON u.id = e.unit_id AND u.revision = e.unit_revision AND u.content_hash = e.content_hash
 WHERE e.model_key = %(model)s AND e.project = %(project)s AND {filters}
@@ -51,7 +51,7 @@ WITH near AS MATERIALIZED (
     ORDER BY (e.embedding::vector({dim})) <=> %(vector)s::vector({dim})
     LIMIT %(overfetch)s
 )
-SELECT n.unit_id, n.distance FROM near n
+SELECT n.unit_id, n.distance, u.type = 'episodic' AS episodic FROM near n
 JOIN memory_units u ON u.id = n.unit_id AND u.revision = n.unit_revision AND u.content_hash = n.content_hash
 WHERE {filters}
 ORDER BY n.distance
@@ -68,7 +68,7 @@ FROM unnest(%(terms)s::text[]) AS term
 """
 
 SPARSE = """
-SELECT u.id AS unit_id, {score} AS score
+SELECT u.id AS unit_id, {score} AS score, u.type = 'episodic' AS episodic
 FROM memory_units u, to_tsquery('english', %(tsquery)s) AS q
 WHERE u.tsv @@ q AND {filters}
 ORDER BY score DESC, ts_rank(u.tsv, q) DESC, u.number
@@ -88,19 +88,26 @@ WHERE c.id = ANY (%(ids)s::uuid[]) AND c.type = 'episodic'
   AND {filters}
 """
 
+# What scoring needs, for every fused candidate; the hits' text and citations are read for the top k only.
 DETAILS = """
-SELECT u.id AS unit_id, 'mem-' || u.number AS token, u.title, u.body, u.kind, u.type, u.importance, u.trust,
-       u.valid_from, u.valid_until, u.status, u.paths,
-       (SELECT array_agg(DISTINCT lower(s.persona)) FROM memory_sources s WHERE s.unit_id = u.id) AS personas,
-       (SELECT s.session_id FROM memory_sources s WHERE s.unit_id = u.id ORDER BY s.id LIMIT 1) AS session_id,
+SELECT u.id AS unit_id, 'mem-' || u.number AS token, u.kind, u.type, u.importance, u.trust,
+       u.valid_from, u.valid_until, u.status, src.personas, src.session_id,
        CASE WHEN %(historical)s THEN NULL ELSE
            (SELECT d.recency FROM decay_scores d WHERE d.unit_id = u.id ORDER BY d.day DESC LIMIT 1) END AS recency
-FROM memory_units u WHERE u.id = ANY (%(ids)s::uuid[])
+FROM memory_units u
+CROSS JOIN LATERAL (SELECT array_agg(DISTINCT lower(s.persona)) AS personas,
+                           (array_agg(s.session_id ORDER BY s.id))[1] AS session_id
+                    FROM memory_sources s WHERE s.unit_id = u.id) AS src
+WHERE u.id = ANY (%(ids)s::uuid[])
 """
 
-CITATIONS = """
-SELECT unit_id, feed, task_id, session_id, persona, observed_sha AS commit, source_ref
-FROM memory_sources WHERE unit_id = ANY (%(ids)s::uuid[]) ORDER BY id
+CITED_TEXT = """
+SELECT u.id AS unit_id, u.title, u.body,
+       (SELECT json_agg(json_build_object('feed', s.feed, 'task_id', s.task_id, 'session_id', s.session_id,
+                                          'persona', s.persona, 'commit', s.observed_sha, 'source_ref', s.source_ref)
+                        ORDER BY s.id)
+        FROM memory_sources s WHERE s.unit_id = u.id) AS citations
+FROM memory_units u WHERE u.id = ANY (%(ids)s::uuid[])
 """
 
 
@@ -173,28 +180,43 @@ def validate_query(project: str, query: str, k: int, kinds, types, paths) -> Non
         raise gates.ValidationError("paths", "must be a list of strings")
 
 
+def hnsw_candidates(k: int) -> int:
+    return max(V.HNSW_CANDIDATES, k)
+
+
 def dense_leg(conn: psycopg.Connection, params: dict, model_key: str, project_units: int) -> list[tuple]:
     """Cosine search over the serving model's current vectors, every filter applied before the final LIMIT.
 
-    Exact for projects under HNSW_MIN_PROJECT_UNITS; above, the HNSW first phase, falling back to exact when its
-    over-fetch leaves fewer candidates than asked (bench/recall.py measures both).
+    Exact for projects under HNSW_MIN_PROJECT_UNITS; above, the HNSW first phase for HNSW_CANDIDATES (or k) rows,
+    falling back to exact when its over-fetch leaves fewer than that (bench/recall.py measures both paths).
     """
     exact = sql.SQL(DENSE_EXACT).format(filters=sql.SQL(UNIT_FILTERS))
     if project_units < V.HNSW_MIN_PROJECT_UNITS:
         return conn.execute(exact, params).fetchall()
+    wanted = {**params, "candidates": hnsw_candidates(params["k"])}
+    overfetch = wanted["candidates"] * V.HNSW_OVERFETCH
     spec = embeddings.model_spec(model_key)
-    conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-    conn.execute(f"SET LOCAL hnsw.ef_search = {int(V.HNSW_EF_SEARCH)}")
     approximate = sql.SQL(DENSE_HNSW).format(dim=sql.SQL(str(int(spec.dim))), model=sql.Literal(model_key),
                                              filters=sql.SQL(UNIT_FILTERS))
-    rows = conn.execute(approximate, {**params, "overfetch": params["candidates"] * V.HNSW_OVERFETCH}).fetchall()
-    return rows if len(rows) >= params["candidates"] else conn.execute(exact, params).fetchall()
+    rows = conn.execute(approximate, {**wanted, "overfetch": overfetch}).fetchall()
+    return rows if len(rows) >= wanted["candidates"] else conn.execute(exact, wanted).fetchall()
 
 
-def project_units(conn: psycopg.Connection, project: str) -> int:
-    """How many units the project has ever numbered: cheap, and enough to choose the search path."""
-    row = conn.execute("SELECT last_number FROM memory_projects WHERE project = %s", (project,)).fetchone()
-    return row[0] if row else 0
+# The serving model and the project's size (which picks the dense path), with the HNSW scan knobs set locally.
+REQUEST_CONTEXT = """
+SELECT coalesce((SELECT value FROM memory_settings WHERE key = %(setting)s), %(default)s),
+       coalesce((SELECT last_number FROM memory_projects WHERE project = %(project)s), 0),
+       set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', %(ef_search)s, true)
+"""
+
+
+def request_context(conn: psycopg.Connection, project: str, k: int) -> tuple[str, int]:
+    """The serving model and how many units the project has ever numbered, in the request's first read."""
+    ef_search = max(V.HNSW_EF_SEARCH, hnsw_candidates(k) * V.HNSW_OVERFETCH)
+    model_key, units, *_ = conn.execute(REQUEST_CONTEXT, {
+        "setting": V.SETTING_SERVING_MODEL, "default": V.DEFAULT_SERVING_MODEL, "project": project,
+        "ef_search": str(ef_search)}).fetchone()
+    return model_key, units
 
 
 def sparse_leg(conn: psycopg.Connection, params: dict, terms: list[str], units: int) -> list[tuple]:
@@ -225,9 +247,9 @@ def fuse(dense: list[tuple], sparse: list[tuple], weights: tuple[float, float]) 
     fused: dict[str, dict] = {}
     for leg, rows, weight, similarity in (("dense", dense, wd, lambda d: 1.0 - float(d)),
                                           ("sparse", sparse, ws, float)):
-        scores = [similarity(value) for _, value in rows]
+        scores = [similarity(value) for _, value, _ in rows]
         low, high = min(scores, default=0.0), max(scores, default=0.0)
-        for rank, ((unit_id, _), score) in enumerate(zip(rows, scores), start=1):
+        for rank, ((unit_id, *_), score) in enumerate(zip(rows, scores), start=1):
             entry = fused.setdefault(str(unit_id), {"dense": None, "sparse": None, "rrf": 0.0, "scores": 0.0})
             entry[leg] = score
             entry["rrf"] += weight / (V.RRF_K + rank)
@@ -245,9 +267,11 @@ def max_relevance() -> float:
     return (1 + V.CONTEXT_WEIGHT + V.SESSION_WEIGHT) * (1 + V.PERSONA_BOOST) * (1 + V.TIME_CUE_BOOST)
 
 
-def spread_to_neighbours(conn: psycopg.Connection, fused: dict[str, dict], params: dict) -> None:
+def spread_to_neighbours(conn: psycopg.Connection, fused: dict[str, dict], episodic: set[str], params: dict) -> None:
     """Give each episodic unit a share of its best-scoring neighbours' relevance (turns next to a match)."""
-    seeds = sorted(fused, key=lambda u: -fused[u]["relevance"])[: V.CONTEXT_SEEDS]
+    seeds = [u for u in sorted(fused, key=lambda u: -fused[u]["relevance"])[: V.CONTEXT_SEEDS] if u in episodic]
+    if not seeds:
+        return
     rows = conn.execute(sql.SQL(NEIGHBOURS).format(filters=sql.SQL(UNIT_FILTERS.replace("u.", "n."))),
                         {**params, "ids": seeds, "window": V.CONTEXT_WINDOW}).fetchall()
     bonus: dict[str, float] = {}
@@ -339,11 +363,10 @@ def recall(conn: psycopg.Connection, project: str, query: str, k: int = V.RECALL
     terms = tsquery_terms(query)
     params = {"project": project, "at": at, "historical": as_of is not None, "kinds": list(kinds) if kinds else None,
               "types": list(types) if types else None, "paths": list(paths) if paths else None,
-              "candidates": max(V.RECALL_CANDIDATES, k), "tsquery": " | ".join(terms)}
+              "k": k, "candidates": max(V.RECALL_CANDIDATES, k), "tsquery": " | ".join(terms)}
     notes: list[str] = []
     with authz.scoped(conn, actor):
-        model_key = embeddings.serving_model(conn)
-        size = project_units(conn, project)
+        model_key, size = request_context(conn, project, k)
         vector = None
         if legs in ("hybrid", "dense") and encoder is not None:
             vector = encoder(model_key, query)
@@ -359,7 +382,7 @@ def recall(conn: psycopg.Connection, project: str, query: str, k: int = V.RECALL
         mode = "hybrid" if dense and terms else ("dense_only" if dense else "sparse_only")
         fused = fuse(dense, sparse, weights)
         if fused and V.CONTEXT_WEIGHT > 0:
-            spread_to_neighbours(conn, fused, params)
+            spread_to_neighbours(conn, fused, {str(row[0]) for row in dense + sparse if row[2]}, params)
         if not fused:
             return RecallResult(hits=[], mode=mode, notes=notes)
         with conn.cursor(row_factory=dict_row) as cur:
@@ -368,13 +391,11 @@ def recall(conn: psycopg.Connection, project: str, query: str, k: int = V.RECALL
             lift_sessions(fused, details)
             score(fused, details, query, at)
             top = sorted(fused, key=lambda u: (-fused[u]["score"], details[u]["token"]))[:k]
-            citations: dict[str, list[dict]] = {u: [] for u in top}
-            for row in cur.execute(CITATIONS, {"ids": top}).fetchall():
-                citations[str(row.pop("unit_id"))].append(row)
-    hits = [Hit(token=details[u]["token"], title=details[u]["title"], body=details[u]["body"], kind=details[u]["kind"],
+            cited = {str(r["unit_id"]): r for r in cur.execute(CITED_TEXT, {"ids": top}).fetchall()}
+    hits = [Hit(token=details[u]["token"], title=cited[u]["title"], body=cited[u]["body"], kind=details[u]["kind"],
                 type=details[u]["type"], score=round(fused[u]["score"], 6),
                 components={key: (round(value, 6) if isinstance(value, float) else value)
                             for key, value in fused[u].items() if key != "score"},
-                citations=citations[u], valid_from=details[u]["valid_from"], valid_until=details[u]["valid_until"],
-                status=details[u]["status"], unit_id=u, mode=mode) for u in top]
+                citations=cited[u]["citations"] or [], valid_from=details[u]["valid_from"],
+                valid_until=details[u]["valid_until"], status=details[u]["status"], unit_id=u, mode=mode) for u in top]
     return RecallResult(hits=hits, mode=mode, notes=notes)

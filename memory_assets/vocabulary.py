@@ -154,7 +154,8 @@ TIME_CUE_BOOST = 2.0        # a unit valid from a date the query names ('on 7 Ju
 TIME_CUE_DAY_SLACK_DAYS = 1 # a named day matches units from the day before to the day after
 RECENCY_HALF_LIFE_DAYS = 180
 QUERY_VECTOR_CACHE_SIZE = 1024
-HNSW_MIN_PROJECT_UNITS = 20_000  # below: exact scan (exact, and fast enough); above: HNSW first phase (bench/recall.py)
+HNSW_MIN_PROJECT_UNITS = 5_000   # below: exact, RECALL_CANDIDATES for fusion; above: HNSW first phase (bench/recall.py: 5x faster at 10k, same top 10)
+HNSW_CANDIDATES = 40             # the HNSW phase's dense candidates (or k): few enough for one pass of ef_search
 HNSW_EF_SEARCH = 100
 HNSW_OVERFETCH = 2               # the HNSW phase fetches this many times the candidates before the unit filters
 
