@@ -181,6 +181,7 @@ def validate_query(project: str, query: str, k: int, kinds, types, paths) -> Non
 
 
 def hnsw_candidates(k: int) -> int:
+    """How many dense candidates the HNSW phase returns: few enough for one pass of ef_search, never fewer than k."""
     return max(V.HNSW_CANDIDATES, k)
 
 
@@ -287,8 +288,9 @@ def spread_to_neighbours(conn: psycopg.Connection, fused: dict[str, dict], episo
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december")
 MONTH = "(?P<month>" + "|".join(MONTHS) + ")"
-NAMED_DAY = re.compile(rf"\b(?:(?P<d1>\d{{1,2}})\s+{MONTH}|(?P<m2>{'|'.join(MONTHS)})\s+(?P<d2>\d{{1,2}})),?\s+(?P<year>\d{{4}})\b",
-                       re.IGNORECASE)
+NAMED_DAY = re.compile(  # '7 July, 2023' or 'July 7, 2023'
+    rf"\b(?:(?P<d1>\d{{1,2}})\s+{MONTH}|(?P<m2>{'|'.join(MONTHS)})\s+(?P<d2>\d{{1,2}})),?\s+(?P<year>\d{{4}})\b",
+    re.IGNORECASE)
 NAMED_MONTH = re.compile(rf"\b{MONTH},?\s+(?P<year>\d{{4}})\b", re.IGNORECASE)
 
 

@@ -133,6 +133,13 @@ def test_rls_as_the_non_owner_role_in_sql(mem, clean, embedder):
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             with authz.scoped(raw, writer):  # tombstoning needs the forget scope
                 raw.execute("UPDATE memory_units SET status = 'forgotten', title = '', body = '' WHERE project = 'alpha'")
+        # after a scoped block the connection is the owner again, whether the block committed or was nested
+        assert raw.execute("SELECT current_user, current_setting('memory.read', true)").fetchone() == ("postgres", "")
+        with raw.transaction():
+            with authz.scoped(raw, authz.Actor(name="a", read=("alpha",))):
+                assert raw.execute("SELECT count(*) FROM memory_units").fetchone() == (1,)
+            assert raw.execute("SELECT current_user, current_setting('memory.read', true)").fetchone() == ("postgres", "")
+            assert raw.execute("SELECT count(*) FROM memory_units").fetchone() == (2,)
 
 
 def test_sparse_only_when_the_model_is_absent(mem, conn, clean, embedder):
