@@ -263,9 +263,10 @@ def fuse(dense: list[tuple], sparse: list[tuple], weights: tuple[float, float]) 
     return fused
 
 
-def max_relevance() -> float:
-    """The highest relevance the structure bonuses and cues can give: dividing by it brings relevance back to 0..1."""
-    return (1 + V.CONTEXT_WEIGHT + V.SESSION_WEIGHT) * (1 + V.PERSONA_BOOST) * (1 + V.TIME_CUE_BOOST)
+def max_relevance(persona: bool, time: bool) -> float:
+    """The highest relevance the structure and the cues in play can give: dividing by it brings relevance to 0..1."""
+    return ((1 + V.CONTEXT_WEIGHT + V.SESSION_WEIGHT) * (1 + V.PERSONA_BOOST * persona)
+            * (1 + V.TIME_CUE_BOOST * time))
 
 
 def spread_to_neighbours(conn: psycopg.Connection, fused: dict[str, dict], episodic: set[str], params: dict) -> None:
@@ -339,7 +340,10 @@ def score(fused: dict[str, dict], details: dict[str, dict], query: str, at: date
         if any(start <= unit["valid_from"] < end for start, end in windows):
             entry["time"] = V.TIME_CUE_BOOST
             entry["relevance"] *= 1 + V.TIME_CUE_BOOST
-        entry["relevance"] /= max_relevance()
+    ceiling = max_relevance(any("persona" in e for e in fused.values()), any("time" in e for e in fused.values()))
+    for unit_id, entry in fused.items():
+        unit = details[unit_id]
+        entry["relevance"] /= ceiling
         entry["importance"] = float(unit["importance"])
         entry["trust"] = float(unit["trust"])
         entry["recency"] = recency(unit["valid_from"], at) if unit["recency"] is None else unit["recency"]
