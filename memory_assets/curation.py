@@ -17,11 +17,11 @@ log = logging.getLogger(__name__)
 
 Agreement = Callable[[str, str], bool]  # optional reranker hook: do two texts state the same fact?
 
-NEAREST_OLDER = """
+NEAREST_OLDER = f"""
 SELECT o.id, o.number, o.title, o.body, 1 - (e.embedding <=> n.embedding) AS cosine
 FROM memory_embeddings n
 JOIN memory_units o ON o.project = %(project)s AND o.kind = %(kind)s AND o.number < %(number)s
-                   AND o.status IN ('proposed', 'review', 'active', 'flagged', 'stale')
+                   AND o.status IN {V.LIVE_STATUS_SQL}
 JOIN memory_embeddings e ON e.unit_id = o.id AND e.model_key = n.model_key
                         AND e.unit_revision = o.revision AND e.content_hash = o.content_hash
 WHERE n.unit_id = %(unit_id)s AND n.model_key = %(model)s

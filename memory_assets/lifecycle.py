@@ -23,7 +23,7 @@ def supersede(conn: psycopg.Connection, new_id, old_id, actor: str = "api") -> N
         raise gates.ValidationError("supersedes", "would create a supersession cycle")
     row = conn.execute(
         "UPDATE memory_units SET status = 'superseded', valid_until = greatest(valid_from, now()), updated_by = %s "
-        "WHERE id = %s AND status IN ('proposed', 'review', 'active', 'flagged', 'stale') RETURNING project",
+        f"WHERE id = %s AND status IN {V.LIVE_STATUS_SQL} RETURNING project",
         (actor, old_id),
     ).fetchone()
     if row is None:

@@ -9,13 +9,14 @@ import pandas as pd
 import psycopg
 
 from memory_assets import gates
+from memory_assets import vocabulary as V
 
 
 def duplicate_live_units(conn: psycopg.Connection) -> list[list]:
     """Groups of live unit ids sharing (project, kind, content hash); empty when invariant 4 holds."""
     rows = conn.execute(
         "SELECT array_agg(id ORDER BY number) FROM memory_units "
-        "WHERE status IN ('proposed', 'review', 'active', 'flagged', 'stale') "
+        f"WHERE status IN {V.LIVE_STATUS_SQL} "
         "GROUP BY project, kind, content_hash HAVING count(*) > 1"
     ).fetchall()
     return [row[0] for row in rows]
@@ -26,8 +27,7 @@ def units_with_secrets(conn: psycopg.Connection) -> list:
     offending = []
     with conn.transaction(), conn.cursor(name="live_units_secret_scan") as cur:
         cur.execute(
-            "SELECT id, title, body, paths, keywords FROM memory_units "
-            "WHERE status IN ('proposed', 'review', 'active', 'flagged', 'stale')"
+            f"SELECT id, title, body, paths, keywords FROM memory_units WHERE status IN {V.LIVE_STATUS_SQL}"
         )
         for unit_id, title, body, paths, keywords in cur:
             if gates.has_secret("\n".join([title, body, *paths, *keywords])):
@@ -116,7 +116,7 @@ def tombstones_with_text(conn: psycopg.Connection) -> list[str]:
 def units_without_decay(conn: psycopg.Connection, day: date) -> list[str]:
     """Live units created before the day's end that have no decay score for the day."""
     rows = conn.execute(
-        "SELECT u.id::text FROM memory_units u WHERE u.status IN ('proposed', 'review', 'active', 'flagged', 'stale') "
+        f"SELECT u.id::text FROM memory_units u WHERE u.status IN {V.LIVE_STATUS_SQL} "
         "AND u.created_at < (%s::date + 1)::timestamptz "
         "AND NOT EXISTS (SELECT 1 FROM decay_scores d WHERE d.day = %s AND d.unit_id = u.id)", (day, day)).fetchall()
     return [r[0] for r in rows]

@@ -8,6 +8,8 @@ FORBIDDEN_KINDS = ("decision",)  # decisions belong in ADRs, never in memory
 TYPES = ("episodic", "semantic", "procedural")
 STATUSES = ("proposed", "review", "active", "flagged", "stale", "superseded", "retired", "forgotten")
 LIVE_STATUSES = ("proposed", "review", "active", "flagged", "stale")  # unique per (project, kind, hash)
+# the same set as an SQL list, for queries that must match the live-content index predicate literally
+LIVE_STATUS_SQL = "(" + ", ".join(f"'{status}'" for status in LIVE_STATUSES) + ")"
 
 TITLE_MAX_CHARS = 80
 BODY_MAX_CHARS = 1200
