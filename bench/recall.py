@@ -77,8 +77,7 @@ def timed_searches(mem, project: str, queries: np.ndarray, k: int, hnsw_from: in
     try:
         with mem.connection() as conn, authz.scoped(conn, authz.Actor("bench", read=(project,))):
             model_key, size = recall.request_context(conn, project, k)
-            params = {"project": project, "at": datetime.now(timezone.utc), "historical": False, "kinds": None,
-                      "types": None, "paths": None, "k": k, "candidates": max(V.RECALL_CANDIDATES, k),
+            params = {**recall.request_params(project, [], k, datetime.now(timezone.utc), False),
                       "model": model_key}
             for q in np.vstack([queries[:1], queries]):
                 start = time.perf_counter()

@@ -98,10 +98,14 @@ def embedder_for(key: str, **kwargs) -> Embedder:
 
 # --- Serving model --------------------------------------------------------------------------
 
+# The serving model as an SQL expression, so a request can read it together with other things in one statement.
+SERVING_MODEL_SQL = "coalesce((SELECT value FROM memory_settings WHERE key = %(serving_key)s), %(serving_default)s)"
+SERVING_MODEL_PARAMS = {"serving_key": V.SETTING_SERVING_MODEL, "serving_default": V.DEFAULT_SERVING_MODEL}
+
+
 def serving_model(conn: psycopg.Connection) -> str:
     """The model recall serves: a database setting, so every worker agrees."""
-    row = conn.execute("SELECT value FROM memory_settings WHERE key = %s", (V.SETTING_SERVING_MODEL,)).fetchone()
-    return row[0] if row else V.DEFAULT_SERVING_MODEL
+    return conn.execute(f"SELECT {SERVING_MODEL_SQL}", SERVING_MODEL_PARAMS).fetchone()[0]
 
 
 def set_serving_model(conn: psycopg.Connection, key: str, actor: str = "operator") -> None:

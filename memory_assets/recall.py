@@ -204,8 +204,8 @@ def dense_leg(conn: psycopg.Connection, params: dict, model_key: str, project_un
 
 
 # The serving model and the project's size (which picks the dense path), with the HNSW scan knobs set locally.
-REQUEST_CONTEXT = """
-SELECT coalesce((SELECT value FROM memory_settings WHERE key = %(setting)s), %(default)s),
+REQUEST_CONTEXT = f"""
+SELECT {embeddings.SERVING_MODEL_SQL},
        coalesce((SELECT last_number FROM memory_projects WHERE project = %(project)s), 0),
        set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', %(ef_search)s, true)
 """
@@ -215,9 +215,16 @@ def request_context(conn: psycopg.Connection, project: str, k: int) -> tuple[str
     """The serving model and how many units the project has ever numbered, in the request's first read."""
     ef_search = max(V.HNSW_EF_SEARCH, hnsw_candidates(k) * V.HNSW_OVERFETCH)
     model_key, units, *_ = conn.execute(REQUEST_CONTEXT, {
-        "setting": V.SETTING_SERVING_MODEL, "default": V.DEFAULT_SERVING_MODEL, "project": project,
-        "ef_search": str(ef_search)}).fetchone()
+        **embeddings.SERVING_MODEL_PARAMS, "project": project, "ef_search": str(ef_search)}).fetchone()
     return model_key, units
+
+
+def request_params(project: str, terms: list[str], k: int, at: datetime, historical: bool, kinds=None, types=None,
+                   paths=None) -> dict:
+    """The parameters every leg's SQL shares: the filters, k, the candidate count and the OR-ed query terms."""
+    return {"project": project, "at": at, "historical": historical, "kinds": list(kinds) if kinds else None,
+            "types": list(types) if types else None, "paths": list(paths) if paths else None,
+            "k": k, "candidates": max(V.RECALL_CANDIDATES, k), "tsquery": " | ".join(terms)}
 
 
 def sparse_leg(conn: psycopg.Connection, params: dict, terms: list[str], units: int) -> list[tuple]:
@@ -367,9 +374,7 @@ def recall(conn: psycopg.Connection, project: str, query: str, k: int = V.RECALL
     actor = actor or authz.Actor(name="api", read=(project,))
     at = as_of or datetime.now(timezone.utc)
     terms = tsquery_terms(query)
-    params = {"project": project, "at": at, "historical": as_of is not None, "kinds": list(kinds) if kinds else None,
-              "types": list(types) if types else None, "paths": list(paths) if paths else None,
-              "k": k, "candidates": max(V.RECALL_CANDIDATES, k), "tsquery": " | ".join(terms)}
+    params = request_params(project, terms, k, at, as_of is not None, kinds, types, paths)
     notes: list[str] = []
     with authz.scoped(conn, actor):
         model_key, size = request_context(conn, project, k)
