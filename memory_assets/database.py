@@ -113,8 +113,8 @@ def migration_files() -> list[Path]:
 
 @functools.cache
 def query(name: str) -> str:
-    """A named query from sql/queries/<name>.sql."""
-    return (SQL_DIR / "queries" / f"{name}.sql").read_text()
+    """A named query from sql/queries/<name>.sql, its {live_statuses} spelled from the vocabulary."""
+    return (SQL_DIR / "queries" / f"{name}.sql").read_text().replace("{live_statuses}", V.LIVE_STATUS_SQL)
 
 
 def _configure(conn: psycopg.Connection) -> None:

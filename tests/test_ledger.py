@@ -8,6 +8,7 @@ import psycopg
 import pytest
 
 import memory_assets
+from memory_assets import database
 from memory_assets import vocabulary as V
 from tests.secrets_fixture import SECRETS
 from tests.test_gates import EXCLUSION_CASES
@@ -156,3 +157,11 @@ def test_the_database_checks_match_the_vocabulary(conn):
     assert all(f"'{s}'" in index for s in V.LIVE_STATUSES)
     assert not any(f"'{s}'" in index for s in set(V.STATUSES) - set(V.LIVE_STATUSES))
     assert set(V.EXCLUSION_KINDS) | {V.REASON_DECISION_KIND, V.REASON_SECRET} == set(V.REJECTION_REASONS)
+
+
+def test_named_queries_spell_the_live_statuses_from_the_vocabulary():
+    """No named query hand-types the live-status list: fold_inbox's ON CONFLICT must match the index predicate."""
+    for path in (database.SQL_DIR / "queries").glob("*.sql"):
+        text = database.query(path.stem)
+        assert "{live_statuses}" not in text and "'proposed', 'review'" not in path.read_text(), path.name
+    assert f"WHERE status IN {V.LIVE_STATUS_SQL}" in database.query("fold_inbox")

@@ -22,7 +22,7 @@ WITH ev AS (
     FROM memory_units u
     LEFT JOIN ev ON ev.unit_id = u.id
     LEFT JOIN votes v ON v.unit_id = u.id
-    WHERE u.status IN ('proposed', 'review', 'active', 'flagged', 'stale') AND u.created_at < %(t)s
+    WHERE u.status IN {live_statuses} AND u.created_at < %(t)s
 ), scored AS (
     SELECT id, project, type, activation,
            power(0.5, greatest(0, extract(epoch FROM (%(t)s - last_activity))) / 86400.0 / %(half_life)s) AS recency,

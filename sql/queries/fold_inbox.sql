@@ -12,7 +12,7 @@ WITH cand AS (
       AND NOT EXISTS (
           SELECT 1 FROM memory_units u
           WHERE u.project = i.project AND u.kind = i.kind AND u.content_hash = i.content_hash
-            AND u.status IN ('proposed', 'review', 'active', 'flagged', 'stale', 'forgotten'))
+            AND (u.status IN {live_statuses} OR u.status = 'forgotten'))
     ORDER BY i.project, i.kind, i.content_hash, i.id
 ), numbered AS (
     SELECT c.*, p.last_number + row_number() OVER (PARTITION BY c.project ORDER BY c.id) AS number
@@ -25,7 +25,7 @@ WITH cand AS (
            importance, %(trust)s, content_hash, coalesce(valid_from, received_at), id,
            coalesce(persona, feed), received_at, coalesce(persona, feed), received_at
     FROM numbered
-    ON CONFLICT (project, kind, content_hash) WHERE status IN ('proposed', 'review', 'active', 'flagged', 'stale')
+    ON CONFLICT (project, kind, content_hash) WHERE status IN {live_statuses}
     DO NOTHING
     RETURNING id, project, number
 ), counters AS (

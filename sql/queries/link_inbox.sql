@@ -11,7 +11,7 @@ WITH linked AS (
       AND (%(ids)s::bigint[] IS NULL OR i.id = ANY (%(ids)s::bigint[]))
       AND i.project = ANY (%(projects)s::text[])
       AND u.project = i.project AND u.kind = i.kind AND u.content_hash = i.content_hash
-      AND u.status IN ('proposed', 'review', 'active', 'flagged', 'stale')
+      AND u.status IN {live_statuses}
     RETURNING i.*
 )
 INSERT INTO memory_sources (unit_id, project, feed, task_id, session_id, persona, model, observed_sha,
