@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from memory_assets import vocabulary as V  # noqa: E402
 
 MODEL = V.DEFAULT_SERVING_MODEL
 DIM = V.EMBEDDING_MODELS[MODEL]["dim"]
+EF_SWEEP = (100, 200, 400)  # the HNSW path at fixed ef_search values, next to the size-scaled default
 
 
 def seed(mem, project: str, n: int, rng: np.random.Generator) -> None:
@@ -52,40 +54,60 @@ def snapshot(mem, project: str) -> tuple[list[str], np.ndarray]:
     return [r[0] for r in rows], np.stack([r[1].to_numpy() for r in rows]).astype(np.float32)
 
 
-def timed_recalls(mem, project: str, queries: np.ndarray, k: int, hnsw_from: int) -> tuple[list[float], list[set]]:
-    """The whole recall() call (dense leg, RLS and filters included) for each query, on the path hnsw_from picks."""
-    saved, V.HNSW_MIN_PROJECT_UNITS = V.HNSW_MIN_PROJECT_UNITS, hnsw_from
+@contextmanager
+def knobs(**values):
+    """Vocabulary knobs set for a measurement and restored after it (recall reads them at call time)."""
+    saved = {name: getattr(V, name) for name in values}
+    for name, value in values.items():
+        setattr(V, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(V, name, value)
+
+
+def timed_recalls(mem, project: str, queries: np.ndarray, k: int) -> tuple[list[float], list[set]]:
+    """The whole recall() call (dense leg, RLS and filters included) for each query."""
     feed = iter(np.vstack([queries[:1], queries]))
     mem.encoder = lambda model, text: next(feed)  # the same query vectors for every path and for numpy
-    try:
-        mem.recall(project, "warm up", k=k, legs="dense")  # first call pays for the connection and plan cache
-        latencies, found = [], []
-        for _ in queries:
-            start = time.perf_counter()
-            result = mem.recall(project, "benchmark query", k=k, legs="dense")
-            latencies.append((time.perf_counter() - start) * 1000)
-            found.append({h.unit_id for h in result})
-        return latencies, found
-    finally:
-        V.HNSW_MIN_PROJECT_UNITS = saved
+    mem.recall(project, "warm up", k=k, legs="dense")  # first call pays for the connection and plan cache
+    latencies, found = [], []
+    for _ in queries:
+        start = time.perf_counter()
+        result = mem.recall(project, "benchmark query", k=k, legs="dense")
+        latencies.append((time.perf_counter() - start) * 1000)
+        found.append({h.unit_id for h in result})
+    return latencies, found
 
 
-def timed_searches(mem, project: str, queries: np.ndarray, k: int, hnsw_from: int) -> list[float]:
+def timed_searches(mem, project: str, queries: np.ndarray, k: int) -> list[float]:
     """The dense leg's SQL alone (inside one scoped transaction): the part numpy's brute force stands for."""
-    saved, V.HNSW_MIN_PROJECT_UNITS = V.HNSW_MIN_PROJECT_UNITS, hnsw_from
     latencies = []
-    try:
-        with mem.connection() as conn, authz.scoped(conn, authz.Actor("bench", read=(project,))):
-            model_key, size = recall.request_context(conn, project, k)
-            params = {**recall.request_params(project, [], k, datetime.now(timezone.utc), False),
-                      "model": model_key}
-            for q in np.vstack([queries[:1], queries]):
-                start = time.perf_counter()
-                recall.dense_leg(conn, {**params, "vector": q}, model_key, size)
-                latencies.append((time.perf_counter() - start) * 1000)
-        return latencies[1:]
-    finally:
-        V.HNSW_MIN_PROJECT_UNITS = saved
+    with mem.connection() as conn, authz.scoped(conn, authz.Actor("bench", read=(project,))):
+        model_key, size, _ = recall.request_context(conn, project, k)
+        params = {**recall.request_params(project, [], k, datetime.now(timezone.utc), False), "model": model_key}
+        for q in np.vstack([queries[:1], queries]):
+            start = time.perf_counter()
+            recall.dense_leg(conn, {**params, "vector": q}, model_key, size)
+            latencies.append((time.perf_counter() - start) * 1000)
+    return latencies[1:]
+
+
+def timed_floors(mem, project: str, k: int, count: int) -> tuple[list[float], int]:
+    """A request that searches nothing (scoped transaction, role, scopes, request context): every recall's floor."""
+    latencies = []
+    with mem.connection() as conn:
+        for _ in range(count + 1):
+            start = time.perf_counter()
+            with authz.scoped(conn, authz.Actor("bench", read=(project,))):
+                ef_search = recall.request_context(conn, project, k).ef_search
+            latencies.append((time.perf_counter() - start) * 1000)
+    return latencies[1:], ef_search
+
+
+def overlap(found: list[set], truth: list[set], k: int) -> float:
+    return round(float(np.mean([len(f & t) / k for f, t in zip(found, truth)])), 4)
 
 
 def summary(latencies: list[float], found: list[set], searches: list[float], brute: list[float], truth: list[set],
@@ -94,11 +116,11 @@ def summary(latencies: list[float], found: list[set], searches: list[float], bru
             "ratio_p50": round(median(latencies) / median(brute), 2),
             "ratio_p95": round(percentile(latencies, 0.95) / percentile(brute, 0.95), 2),
             "search_p50_ms": round(median(searches), 3), "search_ratio_p50": round(median(searches) / median(brute), 2),
-            "recall_at_k_vs_exact": round(float(np.mean([len(f & t) / k for f, t in zip(found, truth)])), 4)}
+            "recall_at_k_vs_exact": overlap(found, truth, k)}
 
 
 def measure(mem, project: str, queries: np.ndarray, k: int) -> dict:
-    """numpy brute force, our exact path and our HNSW path over the same vectors, filter and queries."""
+    """numpy brute force, our exact and HNSW paths, an ef_search sweep and the request floor, on the same vectors."""
     ids, matrix = snapshot(mem, project)
     brute, truth = [], []
     for q in queries:
@@ -108,13 +130,23 @@ def measure(mem, project: str, queries: np.ndarray, k: int) -> dict:
         top = top[np.argsort(-scores[top])]
         brute.append((time.perf_counter() - start) * 1000)
         truth.append({ids[i] for i in top})
-    paths = {name: summary(*timed_recalls(mem, project, queries, k, hnsw_from),
-                           timed_searches(mem, project, queries, k, hnsw_from), brute, truth, k)
-             for name, hnsw_from in (("exact", 10**12), ("hnsw", 0))}
+    paths = {}
+    for name, hnsw_from in (("exact", 10**12), ("hnsw", 0)):
+        with knobs(HNSW_MIN_PROJECT_UNITS=hnsw_from):
+            paths[name] = summary(*timed_recalls(mem, project, queries, k), timed_searches(mem, project, queries, k),
+                                  brute, truth, k)
+    sweep = {}
+    for ef in EF_SWEEP:
+        with knobs(HNSW_MIN_PROJECT_UNITS=0, HNSW_EF_SEARCH=ef, HNSW_EF_SEARCH_MAX=ef):
+            latencies, found = timed_recalls(mem, project, queries, k)
+        sweep[str(ef)] = {"p50_ms": round(median(latencies), 3), "ratio_p50": round(median(latencies) / median(brute), 2),
+                          "recall_at_k_vs_exact": overlap(found, truth, k)}
+    floors, ef_search = timed_floors(mem, project, k, len(queries))
     default = "hnsw" if len(ids) >= V.HNSW_MIN_PROJECT_UNITS else "exact"
     return {"units": len(ids), "numpy_ms": {"p50": round(median(brute), 3), "p95": round(percentile(brute, 0.95), 3)},
-            "paths": paths, "default_path": default, "ours_ms": {"p50": paths[default]["p50_ms"],
-                                                                  "p95": paths[default]["p95_ms"]},
+            "paths": paths, "default_path": default, "ef_search": ef_search, "ef_search_sweep": sweep,
+            "floor_ms": {"p50": round(median(floors), 3), "ratio_p50": round(median(floors) / median(brute), 2)},
+            "ours_ms": {"p50": paths[default]["p50_ms"], "p95": paths[default]["p95_ms"]},
             "ratio_p50": paths[default]["ratio_p50"], "ratio_p95": paths[default]["ratio_p95"],
             "recall_at_k_vs_exact": paths[default]["recall_at_k_vs_exact"]}
 
@@ -141,7 +173,8 @@ def main() -> None:
     write_result("recall", {"k": args.k, "queries": args.queries, "model": MODEL, "sizes": results,
                             "goal": "ours <= 2x numpy brute force",
                             "note": "ours = the whole recall() call, dense leg, RLS and filters included, on the path the project "
-                                    "size picks (both paths measured under 'paths'); numpy = "
+                                    "size picks (both paths measured under 'paths'); floor = a scoped request that reads its "
+                                    "context and searches nothing; numpy = "
                                     "matrix @ query + argpartition over the same filtered vectors; synthetic "
                                     "clustered unit vectors, real units through the write path"})
 

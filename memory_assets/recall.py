@@ -6,7 +6,7 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 import psycopg
@@ -203,20 +203,30 @@ def dense_leg(conn: psycopg.Connection, params: dict, model_key: str, project_un
     return rows if len(rows) >= wanted["candidates"] else conn.execute(exact, wanted).fetchall()
 
 
-# The serving model and the project's size (which picks the dense path), with the HNSW scan knobs set locally.
+# The serving model, the project's size (which picks the dense path) and the HNSW scan knobs, set locally:
+# ef_search = sqrt(units) between HNSW_EF_SEARCH (at least the over-fetch) and HNSW_EF_SEARCH_MAX.
 REQUEST_CONTEXT = f"""
-SELECT {embeddings.SERVING_MODEL_SQL},
-       coalesce((SELECT last_number FROM memory_projects WHERE project = %(project)s), 0),
-       set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', %(ef_search)s, true)
+SELECT {embeddings.SERVING_MODEL_SQL}, p.units, ef.value,
+       set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', ef.value::text, true)
+FROM (SELECT coalesce((SELECT last_number FROM memory_projects WHERE project = %(project)s), 0) AS units) AS p,
+     LATERAL (SELECT greatest(%(ef_floor)s, least(%(ef_max)s, round(sqrt(p.units))::int)) AS value) AS ef
 """
 
 
-def request_context(conn: psycopg.Connection, project: str, k: int) -> tuple[str, int]:
-    """The serving model and how many units the project has ever numbered, in the request's first read."""
-    ef_search = max(V.HNSW_EF_SEARCH, hnsw_candidates(k) * V.HNSW_OVERFETCH)
-    model_key, units, *_ = conn.execute(REQUEST_CONTEXT, {
-        **embeddings.SERVING_MODEL_PARAMS, "project": project, "ef_search": str(ef_search)}).fetchone()
-    return model_key, units
+class RequestContext(NamedTuple):
+    """What a request reads first: the serving model, how many units the project has numbered, the ef_search set."""
+
+    model_key: str
+    units: int
+    ef_search: int
+
+
+def request_context(conn: psycopg.Connection, project: str, k: int) -> RequestContext:
+    """The serving model and the project's size in the request's first read, with the HNSW knobs set for its size."""
+    ef_floor = max(V.HNSW_EF_SEARCH, hnsw_candidates(k) * V.HNSW_OVERFETCH)
+    row = conn.execute(REQUEST_CONTEXT, {**embeddings.SERVING_MODEL_PARAMS, "project": project, "ef_floor": ef_floor,
+                                         "ef_max": max(ef_floor, V.HNSW_EF_SEARCH_MAX)}).fetchone()
+    return RequestContext(*row[:3])
 
 
 def request_params(project: str, terms: list[str], k: int, at: datetime, historical: bool, kinds=None, types=None,
@@ -377,7 +387,7 @@ def recall(conn: psycopg.Connection, project: str, query: str, k: int = V.RECALL
     params = request_params(project, terms, k, at, as_of is not None, kinds, types, paths)
     notes: list[str] = []
     with authz.scoped(conn, actor):
-        model_key, size = request_context(conn, project, k)
+        model_key, size, _ = request_context(conn, project, k)
         vector = None
         if legs in ("hybrid", "dense") and encoder is not None:
             vector = encoder(model_key, query)

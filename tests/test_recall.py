@@ -177,6 +177,19 @@ def test_the_hnsw_path_serves_the_same_filtered_hits_or_falls_back(mem, conn, em
     assert approximate == exact and len(exact) == 5
 
 
+def test_ef_search_grows_with_the_project_between_its_bounds(mem, conn):
+    """The request sets hnsw.ef_search for the project's size: sqrt(units), between the floor and the ceiling."""
+    note(mem, "acme", "Deploy window", "Deploys happen on Tuesdays.")
+    actor = authz.Actor("t", read=("acme",))
+    floor = max(recall.V.HNSW_EF_SEARCH, recall.hnsw_candidates(10) * recall.V.HNSW_OVERFETCH)
+    for units, expected in ((1, floor), (200**2, 200), (10**7, recall.V.HNSW_EF_SEARCH_MAX)):
+        conn.execute("UPDATE memory_projects SET last_number = %s WHERE project = 'acme'", (units,))
+        with authz.scoped(conn, actor):
+            context = recall.request_context(conn, "acme", 10)
+            assert (context.units, context.ef_search) == (units, expected)
+            assert conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()[0] == str(expected)
+
+
 def test_time_windows_read_named_days_and_months():
     utc = timezone.utc
     assert recall.time_windows("What did Maria plan on the evening of 7 July, 2023?") == [
