@@ -79,13 +79,14 @@ class Memory:
         source_ref: str | None = None,
         valid_from: datetime | None = None,
         supersedes: str | None = None,
+        visibility: str = V.DEFAULT_VISIBILITY,
     ) -> RememberResult:
         """Validate, gate, dedupe and store one unit; a ValidationError names the field and its limit."""
         candidate = gates.validate(
             project=project, kind=kind, type=type, title=title, body=body, paths=paths, keywords=keywords,
             confidence=confidence, importance=importance, feed=feed, task_id=task_id, session_id=session_id,
             persona=persona, model=model, observed_sha=observed_sha, source_ref=source_ref, valid_from=valid_from,
-            source_text=source_text,
+            visibility=visibility, source_text=source_text,
         )
         with self.connection() as conn:
             return ledger.remember(conn, candidate, supersedes=supersedes)

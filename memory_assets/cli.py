@@ -11,13 +11,14 @@ from pathlib import Path
 import click
 
 from memory_assets import vocabulary as V
+from memory_assets.authz import Actor
 from memory_assets.gates import ValidationError
 
 EXIT_BAD_INPUT = 2
 IMPORT_BATCH = 1000
 CANDIDATE_FIELDS = ("project", "kind", "type", "title", "body", "paths", "keywords", "confidence", "importance",
                     "feed", "task_id", "session_id", "persona", "model", "observed_sha", "source_ref", "source_text",
-                    "valid_from")
+                    "valid_from", "visibility")
 
 
 def fail(message: str) -> None:
@@ -81,11 +82,12 @@ def main() -> None:
 @click.option("--observed-sha")
 @click.option("--source-ref")
 @click.option("--supersedes", help="Token of the unit this one replaces (kept as history).")
+@click.option("--private", is_flag=True, help="Only the contributing --persona may recall it; never bundled.")
 @click.option("--source-file", type=click.Path(dir_okay=False), help="File the body was learned from (verbatim gate).")
 @click.option("--json-file", type=click.Path(dir_okay=False), help="Read the fields from a JSON object instead.")
 @click.option("--json", "as_json", is_flag=True)
 def remember(project, kind, type_, title, body, paths, keywords, confidence, importance, feed, task_id, session_id,
-             persona, model, observed_sha, source_ref, supersedes, source_file, json_file, as_json):
+             persona, model, observed_sha, source_ref, supersedes, private, source_file, json_file, as_json):
     """Remember one unit through the gates; prints its status and token."""
     from memory_assets import ledger
 
@@ -97,6 +99,8 @@ def remember(project, kind, type_, title, body, paths, keywords, confidence, imp
              "importance": importance, "feed": feed, "task_id": task_id, "session_id": session_id,
              "persona": persona, "model": model, "observed_sha": observed_sha, "source_ref": source_ref}
     fields.update({k: v for k, v in flags.items() if v is not None})
+    if private:
+        fields["visibility"] = V.VISIBILITY_PRIVATE
     if source_file:
         fields["source_text"] = _read_text(source_file, "source_file")
     try:
@@ -291,8 +295,6 @@ def embed(model_key, backfill, serve, as_json):
 @click.option("--json", "as_json", is_flag=True)
 def forget(token, project, reason, actor, as_json):
     """Forget a unit for good: text blanked everywhere, vectors deleted, id and audit kept."""
-    from memory_assets.authz import Actor
-
     with memory() as mem:
         try:
             unit_id = mem.forget(project, token, Actor.for_project(project, actor, forget=True), reason=reason)
@@ -374,8 +376,9 @@ def review_decide(token, decision, target, project, actor, as_json):
 @click.option("--kind", "kinds", multiple=True)
 @click.option("--type", "types", multiple=True)
 @click.option("--path", "paths", multiple=True)
+@click.option("--persona", help="Recall as this persona: the private units it contributed are included.")
 @click.option("--json", "as_json", is_flag=True)
-def recall_(project, query, k, as_of, kinds, types, paths, as_json):
+def recall_(project, query, k, as_of, kinds, types, paths, persona, as_json):
     """Hybrid recall with citations: the units of a project that best answer a query."""
     at = None
     if as_of:
@@ -387,7 +390,8 @@ def recall_(project, query, k, as_of, kinds, types, paths, as_json):
     with memory() as mem:
         try:
             result = mem.recall(project, query, k, as_of=at, kinds=list(kinds) or None, types=list(types) or None,
-                                paths=list(paths) or None)
+                                paths=list(paths) or None,
+                                actor=Actor(persona, read=(project,)) if persona else None)
         except ValidationError as error:
             fail(str(error))
     data = {"mode": result.mode, "notes": result.notes, "hits": [h.as_dict() for h in result.hits]}

@@ -19,12 +19,14 @@ log = logging.getLogger(__name__)
 
 Summarizer = Callable[[list[str]], tuple[str, str]]  # optional LLM hook: member texts -> (title, body)
 
+# only episodes every reader sees: a private one never surfaces in a shared summary
 WEEK_UNITS = """
 SELECT u.id, u.number, u.kind, u.title, u.body, u.keywords, e.embedding
 FROM memory_units u
 JOIN memory_embeddings e ON e.unit_id = u.id AND e.model_key = %(model)s
                         AND e.unit_revision = u.revision AND e.content_hash = u.content_hash
 WHERE u.project = %(project)s AND u.type = 'episodic' AND u.status IN ('active', 'stale')
+  AND u.private_to IS NULL
   AND u.created_at >= %(start)s AND u.created_at < %(end)s
 ORDER BY u.number
 """

@@ -17,11 +17,12 @@ log = logging.getLogger(__name__)
 
 Agreement = Callable[[str, str], bool]  # optional reranker hook: do two texts state the same fact?
 
+# a newcomer is compared with older units every reader sees: a merge never widens a private unit's audience
 NEAREST_OLDER = f"""
 SELECT o.id, o.number, o.title, o.body, 1 - (e.embedding <=> n.embedding) AS cosine
 FROM memory_embeddings n
 JOIN memory_units o ON o.project = %(project)s AND o.kind = %(kind)s AND o.number < %(number)s
-                   AND o.status IN {V.LIVE_STATUS_SQL}
+                   AND o.status IN {V.LIVE_STATUS_SQL} AND o.private_to IS NULL
 JOIN memory_embeddings e ON e.unit_id = o.id AND e.model_key = n.model_key
                         AND e.unit_revision = o.revision AND e.content_hash = o.content_hash
 WHERE n.unit_id = %(unit_id)s AND n.model_key = %(model)s
@@ -111,8 +112,9 @@ def merge(conn: psycopg.Connection, newcomer: str, canonical: str) -> None:
     """Fold a near-duplicate into the older unit: its sources move over, importance rises, the newcomer retires."""
     conn.execute(
         "INSERT INTO memory_sources (unit_id, project, feed, task_id, session_id, persona, model, observed_sha, "
-        "source_ref, inbox_id, created_at) "
-        "SELECT %s, project, feed, task_id, session_id, persona, model, observed_sha, source_ref, inbox_id, created_at "
+        "source_ref, visibility, inbox_id, created_at) "
+        "SELECT %s, project, feed, task_id, session_id, persona, model, observed_sha, source_ref, visibility, "
+        "inbox_id, created_at "
         "FROM memory_sources WHERE unit_id = %s ORDER BY id ON CONFLICT (unit_id, task_id) DO NOTHING",
         (canonical, newcomer),
     )

@@ -41,6 +41,7 @@ class Candidate:
     observed_sha: str | None = None
     source_ref: str | None = None
     valid_from: datetime | None = None
+    visibility: str = V.DEFAULT_VISIBILITY
     source_text: str | None = field(default=None, repr=False)
 
     @property
@@ -138,6 +139,7 @@ def validate(
     observed_sha=None,
     source_ref=None,
     valid_from=None,
+    visibility=V.DEFAULT_VISIBILITY,
     source_text=None,
 ) -> Candidate:
     """Check every field against its limit and return a Candidate; raise ValidationError naming the field."""
@@ -152,6 +154,11 @@ def validate(
         raise ValidationError("valid_from", "must be a datetime")
     if valid_from is not None and valid_from.tzinfo is None:
         raise ValidationError("valid_from", "must be timezone-aware")
+    if visibility not in V.VISIBILITIES:
+        raise ValidationError("visibility", f"must be one of {', '.join(V.VISIBILITIES)} (got {visibility!r})")
+    persona = text_field("persona", persona, V.ID_MAX_CHARS, required=False)
+    if visibility == V.VISIBILITY_PRIVATE and not persona:
+        raise ValidationError("persona", "required when visibility is private (the persona that may recall it)")
     return Candidate(
         project=project,
         kind=kind,
@@ -165,11 +172,12 @@ def validate(
         feed=text_field("feed", feed, V.ID_MAX_CHARS),
         task_id=text_field("task_id", task_id, V.ID_MAX_CHARS, required=False),
         session_id=text_field("session_id", session_id, V.ID_MAX_CHARS, required=False),
-        persona=text_field("persona", persona, V.ID_MAX_CHARS, required=False),
+        persona=persona,
         model=text_field("model", model, V.ID_MAX_CHARS, required=False),
         observed_sha=text_field("observed_sha", observed_sha, V.ID_MAX_CHARS, required=False),
         source_ref=text_field("source_ref", source_ref, V.ID_MAX_CHARS, required=False),
         valid_from=valid_from,
+        visibility=visibility,
         source_text=text_field("source_text", source_text, V.SOURCE_TEXT_MAX_CHARS, required=False),
     )
 

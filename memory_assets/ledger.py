@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 INBOX_COLUMNS = (
     "idempotency_key", "project", "feed", "task_id", "session_id", "persona", "model", "observed_sha", "source_ref",
     "type", "kind", "title", "body", "paths", "keywords", "confidence", "importance", "status", "content_hash",
-    "valid_from",
+    "valid_from", "visibility",
 )
 
 
@@ -88,7 +88,7 @@ def inbox_row(candidate: gates.Candidate) -> tuple:
         candidate.persona, candidate.model, candidate.observed_sha, candidate.source_ref, candidate.type,
         candidate.kind, candidate.title, candidate.body, list(candidate.paths), list(candidate.keywords),
         candidate.confidence, candidate.importance, candidate.initial_status, candidate.content_hash,
-        candidate.valid_from,
+        candidate.valid_from, candidate.visibility,
     )
 
 

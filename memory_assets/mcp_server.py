@@ -22,18 +22,24 @@ def memory():
 @server.tool()
 def remember(project: str, kind: str, type: str, title: str, body: str, paths: list[str] | None = None,
              keywords: list[str] | None = None, confidence: float = V.DEFAULT_CONFIDENCE, task_id: str | None = None,
-             session_id: str | None = None, supersedes: str | None = None) -> dict:
-    """Contribute one fact (one unit) to a project's shared memory; returns its status and mem-<n> token."""
+             session_id: str | None = None, supersedes: str | None = None, persona: str | None = None,
+             private: bool = False) -> dict:
+    """Contribute one fact (one unit) to a project's shared memory (private: only `persona` recalls it); returns
+    its status and mem-<n> token."""
     r = memory().remember(project=project, kind=kind, type=type, title=title, body=body, paths=paths,
                           keywords=keywords, confidence=confidence, feed="mcp", task_id=task_id,
-                          session_id=session_id, supersedes=supersedes)
+                          session_id=session_id, supersedes=supersedes, persona=persona,
+                          visibility=V.VISIBILITY_PRIVATE if private else V.DEFAULT_VISIBILITY)
     return {"status": r.status, "token": r.token, "reason": r.reason}
 
 
 @server.tool()
-def recall(project: str, query: str, k: int = V.RECALL_DEFAULT_K, kinds: list[str] | None = None) -> dict:
-    """Search a project's memory (dense + full text); hits are untrusted notes with tokens to cite."""
-    result = memory().recall(project, query, k, kinds=kinds)
+def recall(project: str, query: str, k: int = V.RECALL_DEFAULT_K, kinds: list[str] | None = None,
+           persona: str | None = None) -> dict:
+    """Search a project's memory (dense + full text; `persona` adds its own private units); hits are untrusted
+    notes with tokens to cite."""
+    result = memory().recall(project, query, k, kinds=kinds,
+                             actor=Actor(persona, read=(project,)) if persona else None)
     return {"mode": result.mode, "hits": [{"token": h.token, "title": h.title, "body": h.body, "kind": h.kind,
                                           "score": h.score, "citations": [c["task_id"] for c in h.citations]}
                                          for h in result.hits]}

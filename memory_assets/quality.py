@@ -22,6 +22,18 @@ def duplicate_live_units(conn: psycopg.Connection) -> list[list]:
     return [row[0] for row in rows]
 
 
+def units_with_wrong_audience(conn: psycopg.Connection) -> list[str]:
+    """Units whose private_to (what recall filters on) disagrees with their sources: shown to the wrong readers.
+
+    Only units with a private source or a non-NULL private_to can disagree, so both partial indexes bound the scan.
+    """
+    rows = conn.execute(
+        f"SELECT id::text FROM memory_units WHERE status IN {V.LIVE_STATUS_SQL} "
+        "AND (private_to IS NOT NULL OR id IN (SELECT unit_id FROM memory_sources WHERE visibility = 'private')) "
+        "AND private_to IS DISTINCT FROM memory_unit_audience(id)").fetchall()
+    return [r[0] for r in rows]
+
+
 def units_with_secrets(conn: psycopg.Connection) -> list:
     """Ids of live units on which the secret gate fires today."""
     offending = []

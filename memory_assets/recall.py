@@ -18,9 +18,10 @@ from memory_assets import vocabulary as V
 
 QueryEncoder = Callable[[str, str], "np.ndarray | None"]  # (model key, query) -> vector, None when unavailable
 
-# Every filter of the recall path, applied inside each leg before its LIMIT.
+# Every filter of the recall path, applied inside each leg before its LIMIT (private_to: sql/007_visibility.sql).
 UNIT_FILTERS = """
     u.project = %(project)s
+    AND (u.private_to IS NULL OR %(reader)s = ANY (u.private_to))
     AND u.status IN ('active', 'superseded')
     AND u.valid_from <= %(at)s AND (u.valid_until IS NULL OR u.valid_until > %(at)s)
     AND (%(historical)s OR u.expired_at IS NULL)
@@ -106,7 +107,8 @@ SELECT u.id AS unit_id, u.title, u.body,
        (SELECT json_agg(json_build_object('feed', s.feed, 'task_id', s.task_id, 'session_id', s.session_id,
                                           'persona', s.persona, 'commit', s.observed_sha, 'source_ref', s.source_ref)
                         ORDER BY s.id)
-        FROM memory_sources s WHERE s.unit_id = u.id) AS citations
+        FROM memory_sources s WHERE s.unit_id = u.id AND (s.visibility = 'project' OR s.persona = %(reader)s))
+       AS citations
 FROM memory_units u WHERE u.id = ANY (%(ids)s::uuid[])
 """
 
@@ -230,10 +232,11 @@ def request_context(conn: psycopg.Connection, project: str, k: int) -> RequestCo
 
 
 def request_params(project: str, terms: list[str], k: int, at: datetime, historical: bool, kinds=None, types=None,
-                   paths=None) -> dict:
+                   paths=None, reader: str | None = None) -> dict:
     """The parameters every leg's SQL shares: the filters, k, the candidate count and the OR-ed query terms."""
-    return {"project": project, "at": at, "historical": historical, "kinds": list(kinds) if kinds else None,
-            "types": list(types) if types else None, "paths": list(paths) if paths else None,
+    return {"project": project, "reader": reader, "at": at, "historical": historical,
+            "kinds": list(kinds) if kinds else None, "types": list(types) if types else None,
+            "paths": list(paths) if paths else None,
             "k": k, "candidates": max(V.RECALL_CANDIDATES, k), "tsquery": " | ".join(terms)}
 
 
@@ -384,7 +387,7 @@ def recall(conn: psycopg.Connection, project: str, query: str, k: int = V.RECALL
     actor = actor or authz.Actor(name="api", read=(project,))
     at = as_of or datetime.now(timezone.utc)
     terms = tsquery_terms(query)
-    params = request_params(project, terms, k, at, as_of is not None, kinds, types, paths)
+    params = request_params(project, terms, k, at, as_of is not None, kinds, types, paths, reader=actor.name)
     notes: list[str] = []
     with authz.scoped(conn, actor):
         model_key, size, _ = request_context(conn, project, k)
@@ -412,7 +415,8 @@ def recall(conn: psycopg.Connection, project: str, query: str, k: int = V.RECALL
             lift_sessions(fused, details)
             score(fused, details, query, at)
             top = sorted(fused, key=lambda u: (-fused[u]["score"], details[u]["token"]))[:k]
-            cited = {str(r["unit_id"]): r for r in cur.execute(CITED_TEXT, {"ids": top}).fetchall()}
+            cited = {str(r["unit_id"]): r
+                     for r in cur.execute(CITED_TEXT, {"ids": top, "reader": actor.name}).fetchall()}
     hits = [Hit(token=details[u]["token"], title=cited[u]["title"], body=cited[u]["body"], kind=details[u]["kind"],
                 type=details[u]["type"], score=round(fused[u]["score"], 6),
                 components={key: (round(value, 6) if isinstance(value, float) else value)

@@ -21,6 +21,12 @@ PROJECT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 ID_MAX_CHARS = 200  # task, session, feed, persona, model, commit ids
 SOURCE_TEXT_MAX_CHARS = 1_000_000
 
+# who may recall a contribution: every reader of the project, or only the persona that contributed it
+VISIBILITY_PROJECT = "project"
+VISIBILITY_PRIVATE = "private"
+VISIBILITIES = (VISIBILITY_PROJECT, VISIBILITY_PRIVATE)
+DEFAULT_VISIBILITY = VISIBILITY_PROJECT
+
 TOKEN_PREFIX = "mem-"
 TOKEN_PATTERN = r"^mem-(\d{1,9})$"
 

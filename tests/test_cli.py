@@ -33,6 +33,7 @@ def test_remember_bad_input_exits_2_naming_field_and_limit(clean):
         (["--type", "factual"], "type: must be one of"),
         (["--confidence", "1.5"], "confidence: must be between 0 and 1"),
         (["--body", ""], "body: must not be empty"),
+        (["--private"], "persona: required when visibility is private"),
     ]
     base = ["remember", "--project", "acme", "--kind", "env", "--type", "semantic", "--title", "t", "--body", "b b"]
     for overrides, message in cases:
@@ -40,6 +41,15 @@ def test_remember_bad_input_exits_2_naming_field_and_limit(clean):
         assert result.exit_code == 2, overrides
         assert message in result.stderr
     assert json.loads(run("stats", "--json").stdout)["units_by_status"] == {}
+
+
+def test_a_private_unit_is_recalled_by_its_persona_only(clean):
+    remembered = run("remember", "--project", "acme", "--kind", "env", "--type", "semantic", "--title", GOOD["title"],
+                     "--body", GOOD["body"], "--persona", "ana", "--private", "--json")
+    token = json.loads(remembered.stdout)["token"]
+    query = ["recall", "--project", "acme", "--query", "staging TLS sslmode", "--json"]
+    assert json.loads(run(*query).stdout)["hits"] == []
+    assert [h["token"] for h in json.loads(run(*query, "--persona", "ana").stdout)["hits"]] == [token]
 
 
 def test_json_file_with_invalid_utf8_is_refused(clean, tmp_path):

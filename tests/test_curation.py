@@ -36,6 +36,18 @@ def test_paraphrases_merge_into_the_older_unit(mem, conn, embedder, old, new):
     assert curation.curate_day(conn, T1, TODAY) == {"merged": 0, "review": 0, "promoted": 0, "unchanged": 0}
 
 
+def test_a_private_unit_never_takes_in_a_shared_paraphrase(mem, conn, embedder):
+    """Merging a shared newcomer into a private unit would show the private wording to every reader."""
+    (old_title, old_body), (new_title, new_body) = PARAPHRASES[0]
+    private = mem.remember(project="acme", kind="env", type="semantic", title=old_title, body=old_body,
+                           task_id="T-1", persona="ana", visibility="private")
+    shared = mem.remember(project="acme", kind="env", type="semantic", title=new_title, body=new_body, task_id="T-2")
+    embed_all(conn, embedder)
+    assert curation.curate_day(conn, T1, TODAY)["merged"] == 0
+    assert [s["task_id"] for s in mem.unit("acme", private.token)["sources"]] == ["T-1"]
+    assert mem.unit("acme", shared.token)["status"] == "active"
+
+
 def test_the_vpn_contradiction_goes_to_review_never_merges(mem, conn, embedder):
     deferred = mem.remember(project="acme", kind="note", type="semantic", title="VPN rollout deferred to Q3",
                             body="The VPN rollout was deferred to Q3 after the security review.")

@@ -142,12 +142,10 @@ def test_read_rate_metrics_and_kill_list(mem, conn):
 def test_a_unit_with_a_private_source_or_unverified_paths_stays_out_of_the_bundle(mem, conn):
     shared = mem.remember(project="acme", kind="env", type="semantic", title="Shared fact",
                           body="The cache is warmed at 06:00 because traffic peaks at 07:00.").token
-    private = mem.remember(project="acme", kind="env", type="semantic", title="Private fact",
-                           body="The lobby plant is watered on Tuesdays because it is a cactus.").token
+    mem.remember(project="acme", kind="env", type="semantic", title="Private fact", persona="ana", visibility="private",
+                 body="The lobby plant is watered on Tuesdays because it is a cactus.")
     pathed = mem.remember(project="acme", kind="env", type="semantic", title="Pathed fact", paths=["infra/db.tf"],
                           body="The database module pins the engine version because upgrades need a window.").token
-    conn.execute("UPDATE memory_sources SET visibility = 'private' WHERE unit_id = %s",
-                 (mem.unit("acme", private)["id"],))
     assert [u["id"] for u in mem.compile_bundle("acme")["units"]] == [shared]
     mem.confirm("acme", pathed, task_id="T-1")  # verified within 24 h: now eligible
     assert {u["id"] for u in mem.compile_bundle("acme")["units"]} == {shared, pathed}

@@ -75,3 +75,13 @@ def test_validation_names_field_and_limit(field, value, limit):
         candidate(**{field: value})
     assert error.value.field == field
     assert str(error.value).startswith(f"{field}:") and limit in str(error.value)
+
+
+def test_visibility_is_project_or_private_and_private_needs_a_persona():
+    base = dict(project="acme", kind="note", type="semantic", title="Relay", body="The relay comes from Ostwind.")
+    assert gates.validate(**base).visibility == V.DEFAULT_VISIBILITY
+    assert gates.validate(**base, visibility="private", persona="ana").visibility == "private"
+    with pytest.raises(gates.ValidationError, match="visibility: must be one of project, private"):
+        gates.validate(**base, visibility="secret")
+    with pytest.raises(gates.ValidationError, match="persona: required when visibility is private"):
+        gates.validate(**base, visibility="private")

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 import memory_assets
-from memory_assets import database
+from memory_assets import database, quality
 from memory_assets import vocabulary as V
 from tests.secrets_fixture import SECRETS
 from tests.test_gates import EXCLUSION_CASES
@@ -157,6 +157,28 @@ def test_the_database_checks_match_the_vocabulary(conn):
     assert all(f"'{s}'" in index for s in V.LIVE_STATUSES)
     assert not any(f"'{s}'" in index for s in set(V.STATUSES) - set(V.LIVE_STATUSES))
     assert set(V.EXCLUSION_KINDS) | {V.REASON_DECISION_KIND, V.REASON_SECRET} == set(V.REJECTION_REASONS)
+    for table in ("memory_sources", "memory_inbox"):
+        check = " ".join(row[0] for row in conn.execute(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'c' "
+            "AND pg_get_constraintdef(oid) LIKE '%%visibility%%'", (table,)))
+        assert all(f"'{v}'" in check for v in V.VISIBILITIES), table
+
+
+def test_a_units_audience_widens_with_each_contribution(mem, conn):
+    """private_to: the first private contributor, then every private one, then everyone once a source is shared."""
+    def audience():
+        return conn.execute("SELECT private_to FROM memory_units WHERE project = 'acme'").fetchone()[0]
+
+    fact = dict(project="acme", kind="env", type="semantic", title="Relay vendor", body="The relay comes from Ostwind.")
+    mem.remember(**fact, persona="ana", task_id="T-1", visibility="private")
+    assert audience() == ["ana"]
+    mem.remember(**fact, persona="bo", task_id="T-2", visibility="private")
+    assert audience() == ["ana", "bo"]
+    assert quality.units_with_wrong_audience(conn) == []
+    mem.remember(**fact, persona="cy", task_id="T-3")
+    assert audience() is None
+    mem.remember(**fact, persona="dee", task_id="T-4", visibility="private")  # a shared fact stays shared
+    assert audience() is None and quality.units_with_wrong_audience(conn) == []
 
 
 def test_named_queries_spell_the_live_statuses_from_the_vocabulary():

@@ -172,6 +172,16 @@ def test_a_week_of_200_episodes_on_5_topics_consolidates_into_about_5_units(mem,
     assert conn.execute("SELECT count(*) FROM memory_units WHERE type = 'semantic'").fetchone()[0] == before
 
 
+def test_private_episodes_are_never_consolidated_into_a_shared_unit(mem, conn, embedder):
+    for i in range(6):
+        mem.remember(project="acme", kind="note", type="episodic", title=f"Ana hummed the tune #{i} while deploying",
+                     body=f"Ana hummed the tune #{i} while deploying.", task_id=f"T-{i}", persona="ana",
+                     visibility="private")
+    embed_all(conn, embedder)
+    assert consolidation.consolidate_week(conn, T1, TODAY - timedelta(days=TODAY.weekday()))["clusters"] == 0
+    assert conn.execute("SELECT count(*) FROM memory_units WHERE type = 'semantic'").fetchone()[0] == 0
+
+
 def test_a_configured_summariser_writes_the_consolidated_text(mem, conn, embedder):
     for i in range(6):
         mem.remember(project="acme", kind="note", type="episodic", title=f"Flight {i} to Berlin delayed",

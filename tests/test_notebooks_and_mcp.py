@@ -72,5 +72,11 @@ def test_mcp_client_round_trips_remember_recall_forget(clean):
             assert (await call("cite", project="acme", task_id="T-mcp", text="used mem-1"))["cited"] == ["mem-1"]
             assert (await call("forget", project="acme", token="mem-1", reason="test"))["status"] == "forgotten"
             assert (await call("recall", project="acme", query="staging postgres sslmode"))["hits"] == []
+            mine = await call("remember", project="acme", kind="env", type="semantic", title="My staging login",
+                              body="Ana logs in to staging through the bastion host.", task_id="T-ana",
+                              persona="ana", private=True)
+            assert (await call("recall", project="acme", query="staging bastion"))["hits"] == []
+            found = await call("recall", project="acme", query="staging bastion", persona="ana")
+            assert [h["token"] for h in found["hits"]] == [mine["token"]]
 
     asyncio.run(session_calls())

@@ -231,3 +231,32 @@ def test_the_best_session_lifts_its_other_units(mem, conn, embedder):
     assert hits[match.token].components["session"] == pytest.approx(recall.V.SESSION_WEIGHT)
     assert hits[answer.token].components["session"] == pytest.approx(recall.V.SESSION_WEIGHT)
     assert elsewhere.token not in hits or hits[elsewhere.token].components.get("session", 0) < recall.V.SESSION_WEIGHT
+
+
+def test_a_private_unit_is_recalled_only_by_the_persona_that_contributed_it(mem, conn, embedder):
+    """Visibility is a filter before LIMIT in every leg and in the neighbouring-turn spread, and on citations."""
+    day = datetime.now(timezone.utc) - timedelta(days=2)
+    shared = mem.remember(project="acme", kind="note", type="episodic", title="Lead: the QX-7 relay was swapped.",
+                          body="Lead: the QX-7 relay was swapped.", valid_from=day, session_id="S-1", persona="lead")
+    private = mem.remember(project="acme", kind="note", type="episodic", visibility="private",
+                           title="Ana: my QX-7 relay password hint is my cat's name.",
+                           body="Ana: my QX-7 relay password hint is my cat's name.", valid_from=day,
+                           session_id="S-1", persona="ana")
+    twice = dict(project="acme", kind="note", type="semantic", title="Relay vendor",
+                 body="The QX-7 relay comes from Ostwind.")
+    mem.remember(**twice, visibility="private", persona="ana", task_id="T-ana")
+    both = mem.remember(**twice, persona="bo", task_id="T-bo")  # the same fact shared by another agent
+    embed_all(conn, embedder)
+    ana = authz.Actor("ana", read=("acme",))
+    for legs in ("hybrid", "dense", "sparse"):
+        for actor in (None, authz.Actor("bo", read=("acme",))):
+            hits = mem.recall("acme", "QX-7 relay password hint cat", k=10, legs=legs, actor=actor)
+            assert private.token not in [h.token for h in hits] and shared.token in [h.token for h in hits], legs
+        own = mem.recall("acme", "QX-7 relay password hint cat", k=10, legs=legs, actor=ana)
+        assert private.token in [h.token for h in own], legs
+    # the private turn sits next to the shared one in session S-1: the neighbouring-turn spread must not add it
+    assert private.token in [h.token for h in mem.recall("acme", "swapped", k=10, legs="sparse", actor=ana)]
+    assert private.token not in [h.token for h in mem.recall("acme", "swapped", k=10, legs="sparse")]
+    for reader, tasks in ((ana, {"T-ana", "T-bo"}), (authz.Actor("bo", read=("acme",)), {"T-bo"})):
+        hit = next(h for h in mem.recall("acme", "relay vendor Ostwind", k=3, actor=reader) if h.token == both.token)
+        assert {c["task_id"] for c in hit.citations} == tasks, reader.name

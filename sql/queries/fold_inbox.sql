@@ -20,10 +20,11 @@ WITH cand AS (
 ), inserted AS (
     INSERT INTO memory_units (project, number, type, kind, title, body, paths, keywords, status, confidence,
                               importance, trust, content_hash, valid_from, origin_inbox_id, created_by,
-                              created_at, updated_by, updated_at)
+                              created_at, updated_by, updated_at, private_to)
     SELECT project, number, type, kind, title, body, paths, keywords, status, confidence,
            importance, %(trust)s, content_hash, coalesce(valid_from, received_at), id,
-           coalesce(persona, feed), received_at, coalesce(persona, feed), received_at
+           coalesce(persona, feed), received_at, coalesce(persona, feed), received_at,
+           CASE WHEN visibility = 'private' THEN ARRAY[persona] END
     FROM numbered
     ON CONFLICT (project, kind, content_hash) WHERE status IN {live_statuses}
     DO NOTHING

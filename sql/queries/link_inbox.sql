@@ -15,8 +15,9 @@ WITH linked AS (
     RETURNING i.*
 )
 INSERT INTO memory_sources (unit_id, project, feed, task_id, session_id, persona, model, observed_sha,
-                            source_ref, inbox_id, created_at)
-SELECT unit_id, project, feed, task_id, session_id, persona, model, observed_sha, source_ref, id, received_at
+                            source_ref, visibility, inbox_id, created_at)
+SELECT unit_id, project, feed, task_id, session_id, persona, model, observed_sha, source_ref, visibility, id,
+       received_at
 FROM linked
 ORDER BY id
 ON CONFLICT (unit_id, task_id) DO NOTHING;

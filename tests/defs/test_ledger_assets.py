@@ -44,7 +44,7 @@ def test_materialising_a_day_folds_the_inbox_and_rematerialising_changes_nothing
     assert metadata["rejections_by_reason"].data == {"decision_kind": 1}
     checks = {e.check_name: e.passed for e in results[0].get_asset_check_evaluations()}
     assert checks == {"no_duplicate_live_units": True, "no_secrets_in_live_units": True,
-                      "ledger_units_expectations": True}
+                      "private_units_keep_their_audience": True, "ledger_units_expectations": True}
     first = snapshot(mem.url)
     for _ in range(2):
         assert all(r.success for r in orchestration.materialize_day(today, instance))
@@ -61,6 +61,22 @@ def test_secret_check_fails_on_a_unit_that_bypassed_the_gate(mem):
 
     result = no_secrets_in_live_units(postgres=PostgresResource(database_url=mem.url))
     assert not result.passed and result.metadata["units_with_secrets"].value == 1
+
+
+def test_audience_check_fails_when_private_to_drifts_from_the_sources(mem):
+    shared = mem.remember(project="acme", kind="env", type="semantic", title="Build cache",
+                          body="The build cache lives on NFS because local disks are small.")
+    mine = mem.remember(project="acme", kind="env", type="semantic", title="My build cache", persona="ana",
+                        visibility="private", body="Ana keeps a second build cache on her laptop's SSD.")
+    from memory_assets.defs.ledger.checks import private_units_keep_their_audience
+
+    assert private_units_keep_their_audience(postgres=PostgresResource(database_url=mem.url)).passed
+    with mem.connection() as conn:  # a writer that bypassed the write path: one unit opened, one closed
+        conn.execute("UPDATE memory_units SET private_to = NULL WHERE id = %s", (mine.unit_id,))
+        conn.execute("UPDATE memory_units SET private_to = '{bo}' WHERE id = %s", (shared.unit_id,))
+        conn.commit()
+    result = private_units_keep_their_audience(postgres=PostgresResource(database_url=mem.url))
+    assert not result.passed and sorted(result.metadata["unit_ids"].value) == sorted([mine.unit_id, shared.unit_id])
 
 
 def test_inbox_sensor_requests_the_days_with_unfolded_rows(mem):

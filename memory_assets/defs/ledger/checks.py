@@ -9,6 +9,7 @@ from resources import PostgresResource
 
 NO_DUPLICATE_LIVE_UNITS = "no_duplicate_live_units"
 NO_SECRETS_IN_LIVE_UNITS = "no_secrets_in_live_units"
+PRIVATE_UNITS_KEEP_THEIR_AUDIENCE = "private_units_keep_their_audience"
 LEDGER_EXPECTATIONS = "ledger_units_expectations"
 
 
@@ -32,6 +33,15 @@ def no_secrets_in_live_units(postgres: PostgresResource) -> dg.AssetCheckResult:
         passed=not offending,
         metadata={"units_with_secrets": len(offending), "unit_ids": [str(i) for i in offending[:50]]},
     )
+
+
+@dg.asset_check(asset=ledger_units, name=PRIVATE_UNITS_KEEP_THEIR_AUDIENCE, blocking=True, partitions_def=daily)
+def private_units_keep_their_audience(postgres: PostgresResource) -> dg.AssetCheckResult:
+    """Proves recall's visibility filter reads the truth: each live unit's private_to matches its sources."""
+    with postgres.memory().connection() as conn:
+        wrong = quality.units_with_wrong_audience(conn)
+    return dg.AssetCheckResult(passed=not wrong, metadata={"units_with_wrong_audience": len(wrong),
+                                                           "unit_ids": wrong[:50]})
 
 
 @dg.asset_check(asset=ledger_units, name=LEDGER_EXPECTATIONS, partitions_def=daily)
