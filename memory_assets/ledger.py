@@ -179,7 +179,7 @@ def unit(conn: psycopg.Connection, project: str, token: str) -> dict | None:
             return None
         row["token"] = token_of(row["number"])
         row["sources"] = cur.execute(
-            "SELECT feed, task_id, session_id, persona, model, observed_sha, source_ref, created_at "
+            "SELECT feed, task_id, session_id, persona, model, observed_sha, source_ref, visibility, created_at "
             "FROM memory_sources WHERE unit_id = %s ORDER BY id",
             (row["id"],),
         ).fetchall()

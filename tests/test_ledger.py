@@ -167,7 +167,7 @@ def test_the_database_checks_match_the_vocabulary(conn):
 def test_a_units_audience_widens_with_each_contribution(mem, conn):
     """private_to: the first private contributor, then every private one, then everyone once a source is shared."""
     def audience():
-        return conn.execute("SELECT private_to FROM memory_units WHERE project = 'acme'").fetchone()[0]
+        return mem.unit("acme", "mem-1")["private_to"]
 
     fact = dict(project="acme", kind="env", type="semantic", title="Relay vendor", body="The relay comes from Ostwind.")
     mem.remember(**fact, persona="ana", task_id="T-1", visibility="private")
@@ -179,6 +179,7 @@ def test_a_units_audience_widens_with_each_contribution(mem, conn):
     assert audience() is None
     mem.remember(**fact, persona="dee", task_id="T-4", visibility="private")  # a shared fact stays shared
     assert audience() is None and quality.units_with_wrong_audience(conn) == []
+    assert [s["visibility"] for s in mem.unit("acme", "mem-1")["sources"]] == ["private", "private", "project", "private"]
 
 
 def test_named_queries_spell_the_live_statuses_from_the_vocabulary():
