@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from memory_assets import gates
 from memory_assets import vocabulary as V
 from memory_assets.authz import Actor
 from memory_assets.gates import ValidationError
@@ -42,18 +43,13 @@ def memory():
 
 def candidate_from(fields: dict, default_project: str | None = None):
     """A validated Candidate from a dict of remember fields (unknown fields are bad input)."""
-    from memory_assets import gates
-
     unknown = sorted(set(fields) - set(CANDIDATE_FIELDS))
     if unknown:
         raise ValidationError(unknown[0], f"unknown field (known: {', '.join(CANDIDATE_FIELDS)})")
     fields = dict(fields)
     fields.setdefault("project", default_project)
     if isinstance(fields.get("valid_from"), str):
-        try:
-            fields["valid_from"] = datetime.fromisoformat(fields["valid_from"])
-        except ValueError:
-            raise ValidationError("valid_from", "must be an ISO 8601 timestamp") from None
+        fields["valid_from"] = gates.iso_time("valid_from", fields["valid_from"])
     for name in ("project", "kind", "type", "title", "body"):
         fields.setdefault(name, None)
     return gates.validate(**fields)
@@ -380,15 +376,9 @@ def review_decide(token, decision, target, project, actor, as_json):
 @click.option("--json", "as_json", is_flag=True)
 def recall_(project, query, k, as_of, kinds, types, paths, persona, as_json):
     """Hybrid recall with citations: the units of a project that best answer a query."""
-    at = None
-    if as_of:
-        try:
-            at = datetime.fromisoformat(as_of)
-        except ValueError:
-            fail(f"as_of: must be an ISO 8601 time (got {as_of!r})")
-        at = at if at.tzinfo else at.replace(tzinfo=timezone.utc)
     with memory() as mem:
         try:
+            at = gates.iso_time("as_of", as_of, naive_is_utc=True) if as_of else None
             result = mem.recall(project, query, k, as_of=at, kinds=list(kinds) or None, types=list(types) or None,
                                 paths=list(paths) or None,
                                 actor=Actor(persona, read=(project,)) if persona else None)

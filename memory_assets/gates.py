@@ -7,7 +7,7 @@ import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timezone
 
 from memory_assets import vocabulary as V
 
@@ -71,6 +71,15 @@ def content_hash(kind: str, title: str, body: str) -> str:
 
 
 # --- Validation ---------------------------------------------------------------------------
+
+def iso_time(field_name: str, text: str, *, naive_is_utc: bool = False) -> datetime:
+    """An ISO 8601 time read from text (CLI flags, JSON lines, MCP arguments); naive ones as UTC when asked."""
+    try:
+        value = datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        raise ValidationError(field_name, f"must be an ISO 8601 time (got {text!r})") from None
+    return value.replace(tzinfo=timezone.utc) if naive_is_utc and value.tzinfo is None else value
+
 
 def text_field(field_name: str, value, max_chars: int, *, required: bool = True) -> str | None:
     if value is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from mcp.server.fastmcp import FastMCP
 
 import memory_assets
+from memory_assets import gates
 from memory_assets import vocabulary as V
 from memory_assets.authz import Actor
 
@@ -35,10 +36,12 @@ def remember(project: str, kind: str, type: str, title: str, body: str, paths: l
 
 @server.tool()
 def recall(project: str, query: str, k: int = V.RECALL_DEFAULT_K, kinds: list[str] | None = None,
+           types: list[str] | None = None, paths: list[str] | None = None, as_of: str | None = None,
            persona: str | None = None) -> dict:
-    """Search a project's memory (dense + full text; `persona` adds its own private units); hits are untrusted
-    notes with tokens to cite."""
-    result = memory().recall(project, query, k, kinds=kinds,
+    """Search a project's memory (dense + full text), optionally by kind, type, path prefix, as of an ISO time
+    (history), and as a persona (its private units too); hits are untrusted notes with tokens to cite."""
+    result = memory().recall(project, query, k, kinds=kinds, types=types, paths=paths,
+                             as_of=gates.iso_time("as_of", as_of, naive_is_utc=True) if as_of else None,
                              actor=Actor(persona, read=(project,)) if persona else None)
     return {"mode": result.mode, "hits": [{"token": h.token, "title": h.title, "body": h.body, "kind": h.kind,
                                           "score": h.score, "citations": [c["task_id"] for c in h.citations]}

@@ -52,6 +52,15 @@ def test_a_private_unit_is_recalled_by_its_persona_only(clean):
     assert [h["token"] for h in json.loads(run(*query, "--persona", "ana").stdout)["hits"]] == [token]
 
 
+def test_recall_as_of_reads_iso_times_and_refuses_anything_else(clean):
+    run("remember", *[f"--{k}={v}" for k, v in GOOD.items()])
+    query = ["recall", "--project", "acme", "--query", "staging TLS sslmode", "--json"]
+    assert json.loads(run(*query, "--as-of", "2000-01-01T00:00").stdout)["hits"] == []  # before it was remembered
+    assert len(json.loads(run(*query, "--as-of", "2999-01-01T00:00Z").stdout)["hits"]) == 1
+    refused = run(*query, "--as-of", "last tuesday")
+    assert refused.exit_code == 2 and "as_of: must be an ISO 8601 time (got 'last tuesday')" in refused.stderr
+
+
 def test_json_file_with_invalid_utf8_is_refused(clean, tmp_path):
     path = tmp_path / "unit.json"
     path.write_bytes(b'{"project": "acme", "title": "caf\xe9"}')

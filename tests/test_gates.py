@@ -85,3 +85,10 @@ def test_visibility_is_project_or_private_and_private_needs_a_persona():
         gates.validate(**base, visibility="secret")
     with pytest.raises(gates.ValidationError, match="persona: required when visibility is private"):
         gates.validate(**base, visibility="private")
+
+
+def test_iso_time_names_the_field_and_reads_naive_times_as_utc_when_asked():
+    assert gates.iso_time("as_of", "2026-01-02T03:04", naive_is_utc=True).tzinfo is not None
+    assert gates.iso_time("valid_from", "2026-01-02T03:04").tzinfo is None  # remember refuses naive times later
+    with pytest.raises(gates.ValidationError, match="valid_from: must be an ISO 8601 time"):
+        gates.iso_time("valid_from", "May 3rd")

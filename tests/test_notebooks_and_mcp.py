@@ -78,5 +78,11 @@ def test_mcp_client_round_trips_remember_recall_forget(clean):
             assert (await call("recall", project="acme", query="staging bastion"))["hits"] == []
             found = await call("recall", project="acme", query="staging bastion", persona="ana")
             assert [h["token"] for h in found["hits"]] == [mine["token"]]
+            before = await call("recall", project="acme", query="staging bastion", persona="ana", as_of="2000-01-01")
+            assert before["hits"] == []
+            assert (await call("recall", project="acme", query="staging bastion", persona="ana",
+                               types=["procedural"]))["hits"] == []
+            refused = await session.call_tool("recall", {"project": "acme", "query": "x", "as_of": "soon"})
+            assert refused.isError and "as_of: must be an ISO 8601 time" in refused.content[0].text
 
     asyncio.run(session_calls())
