@@ -20,7 +20,7 @@ from memory_assets import vocabulary as V  # noqa: E402
 
 MODEL = V.DEFAULT_SERVING_MODEL
 DIM = V.EMBEDDING_MODELS[MODEL]["dim"]
-EF_SWEEP = (100, 200, 400)  # the HNSW path at fixed ef_search values, next to the size-scaled default
+EF_SWEEP = (100, 200, 300, 400)  # the HNSW path at fixed ef_search values, next to the size-scaled default
 
 
 def seed(mem, project: str, n: int, rng: np.random.Generator) -> None:
@@ -139,7 +139,9 @@ def measure(mem, project: str, queries: np.ndarray, k: int) -> dict:
     for ef in EF_SWEEP:
         with knobs(HNSW_MIN_PROJECT_UNITS=0, HNSW_EF_SEARCH=ef, HNSW_EF_SEARCH_MAX=ef):
             latencies, found = timed_recalls(mem, project, queries, k)
-        sweep[str(ef)] = {"p50_ms": round(median(latencies), 3), "ratio_p50": round(median(latencies) / median(brute), 2),
+        sweep[str(ef)] = {"p50_ms": round(median(latencies), 3), "p95_ms": round(percentile(latencies, 0.95), 3),
+                          "ratio_p50": round(median(latencies) / median(brute), 2),
+                          "ratio_p95": round(percentile(latencies, 0.95) / percentile(brute, 0.95), 2),
                           "recall_at_k_vs_exact": overlap(found, truth, k)}
     floors, ef_search = timed_floors(mem, project, k, len(queries))
     default = "hnsw" if len(ids) >= V.HNSW_MIN_PROJECT_UNITS else "exact"
