@@ -21,6 +21,12 @@ def supersede(conn: psycopg.Connection, new_id, old_id, actor: str = "api") -> N
     ).fetchone()
     if chain:
         raise gates.ValidationError("supersedes", "would create a supersession cycle")
+    narrower = conn.execute(  # every reader of the old unit must be able to read its replacement
+        "SELECT NOT (n.private_to IS NULL OR (o.private_to IS NOT NULL AND n.private_to @> o.private_to)) "
+        "FROM memory_units n, memory_units o WHERE n.id = %s AND o.id = %s", (new_id, old_id)).fetchone()
+    if narrower and narrower[0]:
+        raise gates.ValidationError("supersedes", "a private unit cannot replace one that more readers see "
+                                                  "(they would lose the fact)")
     row = conn.execute(
         "UPDATE memory_units SET status = 'superseded', valid_until = greatest(valid_from, now()), updated_by = %s "
         f"WHERE id = %s AND status IN {V.LIVE_STATUS_SQL} RETURNING project",

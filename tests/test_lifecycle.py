@@ -45,6 +45,20 @@ def test_supersession_via_remember_keeps_history_both_ways(mem, conn, embedder):
 SECRET_FACT = dict(title="Blue heron protocol", body="The blue heron protocol rotates the lab keys every full moon.")
 
 
+def test_a_private_unit_cannot_supersede_what_more_readers_see(mem, conn):
+    shared = mem.remember(project="acme", kind="env", type="semantic", title="Deploy window",
+                          body="Deploys happen on Tuesdays after the standup.")
+    mine = dict(project="acme", kind="env", type="semantic", title="Deploy window moved", persona="ana",
+                visibility="private", body="Deploys happen on Thursdays now.")
+    with pytest.raises(ValidationError, match="supersedes: a private unit cannot replace one that more readers see"):
+        mem.remember(**mine, supersedes=shared.token)
+    assert mem.unit("acme", shared.token)["status"] == "active"  # nothing half-written: no new unit either
+    assert [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("memory_units", "memory_inbox")] == [1, 1]
+    own = mem.remember(**mine)
+    assert mem.remember(**{**mine, "body": "Deploys happen on Fridays now."}, supersedes=own.token).status == "active"
+    assert mem.unit("acme", own.token)["status"] == "superseded"
+
+
 def test_forget_leaves_no_text_anywhere_even_after_rematerialising(mem, conn, stored_text):
     from memory_assets import orchestration
 
