@@ -84,7 +84,7 @@ def timed_recalls(mem, project: str, queries: np.ndarray, k: int) -> tuple[list[
 def timed_searches(mem, project: str, queries: np.ndarray, k: int) -> list[float]:
     """The dense leg's SQL alone (inside one scoped transaction): the part numpy's brute force stands for."""
     latencies = []
-    with mem.connection() as conn, authz.scoped(conn, authz.Actor("bench", read=(project,))):
+    with mem.connection() as conn, authz.scoped(conn, authz.Actor.reader(project, "bench")):
         model_key, size, _ = recall.request_context(conn, project, k)
         params = {**recall.request_params(project, [], k, datetime.now(timezone.utc), False), "model": model_key}
         for q in np.vstack([queries[:1], queries]):
@@ -100,7 +100,7 @@ def timed_floors(mem, project: str, k: int, count: int) -> tuple[list[float], in
     with mem.connection() as conn:
         for _ in range(count + 1):
             start = time.perf_counter()
-            with authz.scoped(conn, authz.Actor("bench", read=(project,))):
+            with authz.scoped(conn, authz.Actor.reader(project, "bench")):
                 ef_search = recall.request_context(conn, project, k).ef_search
             latencies.append((time.perf_counter() - start) * 1000)
     return latencies[1:], ef_search

@@ -25,6 +25,11 @@ class Actor:
         """An actor that may read and write one project (and forget in it when asked)."""
         return cls(name=name, read=(project,), write=(project,), forget=(project,) if forget else ())
 
+    @classmethod
+    def reader(cls, project: str, name: str | None = None) -> "Actor":
+        """An actor that may only read one project; its name is the persona whose private units it also sees."""
+        return cls(name=name or "api", read=(project,))
+
     def may(self, scope: str, project: str) -> bool:
         return project in getattr(self, scope)
 

@@ -12,6 +12,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from memory_assets import ledger
 from memory_assets import vocabulary as V
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]")
@@ -127,6 +128,6 @@ def prompt_units(conn: psycopg.Connection, project: str, tokens: list[str]) -> l
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute("SELECT 'mem-' || number AS id, kind, title, body FROM memory_units "
                            "WHERE project = %s AND number = ANY (%s) AND status = 'active'",
-                           (project, [int(t[4:]) for t in tokens])).fetchall()
+                           (project, [ledger.number_of(t) for t in tokens])).fetchall()
     by_id = {r["id"]: r for r in rows}
     return [by_id[t] for t in tokens if t in by_id]

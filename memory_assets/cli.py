@@ -309,21 +309,23 @@ def _vote(token, project, task_id, value, as_json):
                           f"{result['status']})")
 
 
+def _vote_options(command):
+    """The arguments confirm and flag share: a token, its project, the voting task."""
+    for option in (click.option("--json", "as_json", is_flag=True), click.option("--task-id", required=True),
+                   click.option("--project", required=True), click.argument("token")):
+        command = option(command)
+    return command
+
+
 @main.command()
-@click.argument("token")
-@click.option("--project", required=True)
-@click.option("--task-id", required=True)
-@click.option("--json", "as_json", is_flag=True)
+@_vote_options
 def confirm(token, project, task_id, as_json):
     """Confirm a unit from a task (one vote per unit and task): trust rises."""
     _vote(token, project, task_id, 1, as_json)
 
 
 @main.command()
-@click.argument("token")
-@click.option("--project", required=True)
-@click.option("--task-id", required=True)
-@click.option("--json", "as_json", is_flag=True)
+@_vote_options
 def flag(token, project, task_id, as_json):
     """Flag a unit from a task (one vote per unit and task): trust falls; enough flags take it out of recall."""
     _vote(token, project, task_id, -1, as_json)
@@ -381,7 +383,7 @@ def recall_(project, query, k, as_of, kinds, types, paths, persona, as_json):
             at = gates.iso_time("as_of", as_of, naive_is_utc=True) if as_of else None
             result = mem.recall(project, query, k, as_of=at, kinds=list(kinds) or None, types=list(types) or None,
                                 paths=list(paths) or None,
-                                actor=Actor(persona, read=(project,)) if persona else None)
+                                actor=Actor.reader(project, persona))
         except ValidationError as error:
             fail(str(error))
     data = {"mode": result.mode, "notes": result.notes, "hits": [h.as_dict() for h in result.hits]}

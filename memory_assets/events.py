@@ -44,11 +44,11 @@ def record_events(conn: psycopg.Connection, project: str, task_id: str, events: 
 
 def cite_from_text(conn: psycopg.Connection, project: str, task_id: str, text: str) -> list[str]:
     """Find mem-<n> tokens in an agent's output and record `cited` events for units of this project only."""
-    tokens = list(dict.fromkeys(f"mem-{n}" for n in re.findall(V.CITATION_PATTERN, text or "")))
-    existing = {f"mem-{r[0]}" for r in conn.execute(
+    numbers = list(dict.fromkeys(int(n) for n in re.findall(V.CITATION_PATTERN, text or "")))
+    existing = {r[0] for r in conn.execute(
         "SELECT number FROM memory_units WHERE project = %s AND number = ANY (%s) AND status <> 'forgotten'",
-        (project, [int(t[4:]) for t in tokens])).fetchall()}
-    cited = [t for t in tokens if t in existing]
+        (project, numbers)).fetchall()}
+    cited = [ledger.token_of(n) for n in numbers if n in existing]
     record_events(conn, project, task_id, [{"token": t, "kind": "cited", "channel": "text"} for t in cited])
     return cited
 

@@ -42,7 +42,7 @@ def recall(project: str, query: str, k: int = V.RECALL_DEFAULT_K, kinds: list[st
     (history), and as a persona (its private units too); hits are untrusted notes with tokens to cite."""
     result = memory().recall(project, query, k, kinds=kinds, types=types, paths=paths,
                              as_of=gates.iso_time("as_of", as_of, naive_is_utc=True) if as_of else None,
-                             actor=Actor(persona, read=(project,)) if persona else None)
+                             actor=Actor.reader(project, persona))
     return {"mode": result.mode, "hits": [{"token": h.token, "title": h.title, "body": h.body, "kind": h.kind,
                                           "score": h.score, "citations": [c["task_id"] for c in h.citations]}
                                          for h in result.hits]}

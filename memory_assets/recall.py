@@ -384,7 +384,7 @@ def recall(conn: psycopg.Connection, project: str, query: str, k: int = V.RECALL
     weights = weights or (V.DENSE_WEIGHT, V.SPARSE_WEIGHT)
     if as_of is not None and as_of.tzinfo is None:
         raise gates.ValidationError("as_of", "must be timezone-aware")
-    actor = actor or authz.Actor(name="api", read=(project,))
+    actor = actor or authz.Actor.reader(project)
     at = as_of or datetime.now(timezone.utc)
     terms = tsquery_terms(query)
     params = request_params(project, terms, k, at, as_of is not None, kinds, types, paths, reader=actor.name)
