@@ -61,18 +61,24 @@ LIMIT %(candidates)s
 
 # PostgreSQL's ts_rank ignores how rare a word is, so a query's common words (a speaker's name, "project")
 # drown its rare ones. The sparse leg scores each match by the IDF of the query terms it contains (BM25's idf,
-# no length normalisation) and breaks ties with ts_rank. Document frequencies are counted per project.
-TERM_FREQUENCIES = """
-SELECT term, (SELECT count(*) FROM memory_units u
-              WHERE u.project = %(project)s AND u.tsv @@ to_tsquery('english', term)) AS df
-FROM unnest(%(terms)s::text[]) AS term
-"""
-
+# no length normalisation) and breaks ties with ts_rank. Document frequencies are counted per project, over the
+# units that contain any query term (read once, then each term tested on those rows only); N is the project's size.
 SPARSE = """
-SELECT u.id AS unit_id, {score} AS score, u.type = 'episodic' AS episodic
-FROM memory_units u, to_tsquery('english', %(tsquery)s) AS q
-WHERE u.tsv @@ q AND {filters}
-ORDER BY score DESC, ts_rank(u.tsv, q) DESC, u.number
+WITH matched AS MATERIALIZED (
+    SELECT u.id, u.tsv, u.number, u.type = 'episodic' AS episodic, ({filters}) AS recallable
+    FROM memory_units u
+    WHERE u.project = %(project)s AND u.tsv @@ to_tsquery('english', %(tsquery)s)
+), terms AS MATERIALIZED (
+    SELECT q.query, ln(1 + (%(units)s - count(m.id) + 0.5) / (count(m.id) + 0.5)) AS idf
+    FROM unnest(%(terms)s::text[]) AS t(term)
+    CROSS JOIN LATERAL to_tsquery('english', t.term) AS q(query)
+    LEFT JOIN matched m ON m.tsv @@ q.query
+    GROUP BY q.query
+)
+SELECT m.id AS unit_id, (SELECT sum(t.idf) FROM terms t WHERE m.tsv @@ t.query) AS score, m.episodic
+FROM matched m, to_tsquery('english', %(tsquery)s) AS q
+WHERE m.recallable
+ORDER BY score DESC, ts_rank(m.tsv, q) DESC, m.number
 LIMIT %(candidates)s
 """
 
@@ -81,34 +87,40 @@ LIMIT %(candidates)s
 NEIGHBOURS = """
 SELECT c.id AS of_id, n.id AS unit_id, abs(n.number - c.number) AS distance
 FROM memory_units c
-JOIN memory_units n ON n.project = c.project AND n.type = 'episodic'
-                   AND n.number BETWEEN c.number - %(window)s AND c.number + %(window)s AND n.id <> c.id
+CROSS JOIN LATERAL (  -- a range of the (project, number) index per seed; the LIMIT keeps the planner there
+    SELECT u.id, u.number FROM memory_units u
+    WHERE u.project = c.project AND u.number BETWEEN c.number - %(window)s AND c.number + %(window)s
+      AND u.id <> c.id AND u.type = 'episodic' AND {filters}
+    LIMIT 2 * %(window)s) AS n
 WHERE c.id = ANY (%(ids)s::uuid[]) AND c.type = 'episodic'
   AND EXISTS (SELECT 1 FROM memory_sources a JOIN memory_sources b ON a.session_id = b.session_id
               WHERE a.unit_id = c.id AND b.unit_id = n.id)
-  AND {filters}
 """
 
-# What scoring needs, for every fused candidate; the hits' text and citations are read for the top k only.
-DETAILS = """
-SELECT u.id AS unit_id, 'mem-' || u.number AS token, u.kind, u.type, u.importance, u.trust,
-       u.valid_from, u.valid_until, u.status, src.personas, src.session_id,
-       CASE WHEN %(historical)s THEN NULL ELSE
-           (SELECT d.recency FROM decay_scores d WHERE d.unit_id = u.id ORDER BY d.day DESC LIMIT 1) END AS recency
+# What scoring needs, for every fused candidate, read from the sources its reader may see (a private source of
+# another persona must not move a shared unit's rank); the hits' text, citations and validity for the top k only.
+VISIBLE_SOURCE = "(s.visibility = 'project' OR s.persona = %(reader)s)"
+
+DETAILS = f"""
+SELECT u.id AS unit_id, u.number, u.importance, u.trust, u.valid_from, src.personas, src.session_id,
+       CASE WHEN %(historical)s THEN NULL ELSE d.recency END AS recency
 FROM memory_units u
-CROSS JOIN LATERAL (SELECT array_agg(DISTINCT lower(s.persona)) AS personas,
-                           (array_agg(s.session_id ORDER BY s.id))[1] AS session_id
-                    FROM memory_sources s WHERE s.unit_id = u.id) AS src
+LEFT JOIN (SELECT s.unit_id, array_agg(DISTINCT lower(s.persona)) AS personas,
+                  (array_agg(s.session_id ORDER BY s.id))[1] AS session_id
+           FROM memory_sources s WHERE s.unit_id = ANY (%(ids)s::uuid[])
+           GROUP BY s.unit_id) AS src ON src.unit_id = u.id
+LEFT JOIN (SELECT DISTINCT ON (unit_id) unit_id, recency FROM decay_scores
+           WHERE unit_id = ANY (%(ids)s::uuid[]) ORDER BY unit_id, day DESC) AS d ON d.unit_id = u.id
 WHERE u.id = ANY (%(ids)s::uuid[])
 """
 
-CITED_TEXT = """
-SELECT u.id AS unit_id, u.title, u.body,
+CITED_TEXT = f"""
+SELECT u.id AS unit_id, 'mem-' || u.number AS token, u.title, u.body, u.kind, u.type, u.valid_from, u.valid_until,
+       u.status,
        (SELECT json_agg(json_build_object('feed', s.feed, 'task_id', s.task_id, 'session_id', s.session_id,
                                           'persona', s.persona, 'commit', s.observed_sha, 'source_ref', s.source_ref)
                         ORDER BY s.id)
-        FROM memory_sources s WHERE s.unit_id = u.id AND (s.visibility = 'project' OR s.persona = %(reader)s))
-       AS citations
+        FROM memory_sources s WHERE s.unit_id = u.id AND {VISIBLE_SOURCE}) AS citations
 FROM memory_units u WHERE u.id = ANY (%(ids)s::uuid[])
 """
 
@@ -245,19 +257,8 @@ def sparse_leg(conn: psycopg.Connection, params: dict, terms: list[str], units: 
 
     `units` is the project's numbered-unit count (memory_projects.last_number): the N of the IDF, read for free.
     """
-    frequencies = conn.execute(TERM_FREQUENCIES, {**params, "terms": terms}).fetchall()
-    units = max(units, 1)
-    clauses, values = [], dict(params)
-    for i, (term, df) in enumerate(frequencies):
-        if df:
-            values[f"term{i}"] = term
-            values[f"idf{i}"] = math.log(1 + (units - df + 0.5) / (df + 0.5))
-            clauses.append(sql.SQL("(u.tsv @@ to_tsquery('english', {term}))::int * {idf}").format(
-                term=sql.Placeholder(f"term{i}"), idf=sql.Placeholder(f"idf{i}")))
-    if not clauses:
-        return []
-    statement = sql.SQL(SPARSE).format(score=sql.SQL(" + ").join(clauses), filters=sql.SQL(UNIT_FILTERS))
-    return conn.execute(statement, values).fetchall()
+    statement = sql.SQL(SPARSE).format(filters=sql.SQL(UNIT_FILTERS))
+    return conn.execute(statement, {**params, "terms": terms, "units": float(max(units, 1))}).fetchall()
 
 
 def fuse(dense: list[tuple], sparse: list[tuple], weights: tuple[float, float]) -> dict[str, dict]:
@@ -294,7 +295,7 @@ def spread_to_neighbours(conn: psycopg.Connection, fused: dict[str, dict], episo
     seeds = [u for u in sorted(fused, key=lambda u: -fused[u]["relevance"])[: V.CONTEXT_SEEDS] if u in episodic]
     if not seeds:
         return
-    rows = conn.execute(sql.SQL(NEIGHBOURS).format(filters=sql.SQL(UNIT_FILTERS.replace("u.", "n."))),
+    rows = conn.execute(sql.SQL(NEIGHBOURS).format(filters=sql.SQL(UNIT_FILTERS)),
                         {**params, "ids": seeds, "window": V.CONTEXT_WINDOW}).fetchall()
     bonus: dict[str, float] = {}
     for of_id, unit_id, distance in rows:
@@ -411,16 +412,16 @@ def recall(conn: psycopg.Connection, project: str, query: str, k: int = V.RECALL
             return RecallResult(hits=[], mode=mode, notes=notes)
         with conn.cursor(row_factory=dict_row) as cur:
             details = {str(r["unit_id"]): r for r in cur.execute(
-                DETAILS, {"ids": list(fused), "historical": as_of is not None}).fetchall()}
+                DETAILS, {"ids": list(fused), "historical": as_of is not None, "reader": actor.name}).fetchall()}
             lift_sessions(fused, details)
             score(fused, details, query, at)
-            top = sorted(fused, key=lambda u: (-fused[u]["score"], details[u]["token"]))[:k]
+            top = sorted(fused, key=lambda u: (-fused[u]["score"], details[u]["number"]))[:k]
             cited = {str(r["unit_id"]): r
                      for r in cur.execute(CITED_TEXT, {"ids": top, "reader": actor.name}).fetchall()}
-    hits = [Hit(token=details[u]["token"], title=cited[u]["title"], body=cited[u]["body"], kind=details[u]["kind"],
-                type=details[u]["type"], score=round(fused[u]["score"], 6),
+    hits = [Hit(token=cited[u]["token"], title=cited[u]["title"], body=cited[u]["body"], kind=cited[u]["kind"],
+                type=cited[u]["type"], score=round(fused[u]["score"], 6),
                 components={key: (round(value, 6) if isinstance(value, float) else value)
                             for key, value in fused[u].items() if key != "score"},
-                citations=cited[u]["citations"] or [], valid_from=details[u]["valid_from"],
-                valid_until=details[u]["valid_until"], status=details[u]["status"], unit_id=u, mode=mode) for u in top]
+                citations=cited[u]["citations"] or [], valid_from=cited[u]["valid_from"],
+                valid_until=cited[u]["valid_until"], status=cited[u]["status"], unit_id=u, mode=mode) for u in top]
     return RecallResult(hits=hits, mode=mode, notes=notes)
