@@ -107,7 +107,7 @@ SELECT u.id AS unit_id, u.number, u.importance, u.trust, u.valid_from, src.perso
 FROM memory_units u
 LEFT JOIN (SELECT s.unit_id, array_agg(DISTINCT lower(s.persona)) AS personas,
                   (array_agg(s.session_id ORDER BY s.id))[1] AS session_id
-           FROM memory_sources s WHERE s.unit_id = ANY (%(ids)s::uuid[])
+           FROM memory_sources s WHERE s.unit_id = ANY (%(ids)s::uuid[]) AND {VISIBLE_SOURCE}
            GROUP BY s.unit_id) AS src ON src.unit_id = u.id
 LEFT JOIN (SELECT DISTINCT ON (unit_id) unit_id, recency FROM decay_scores
            WHERE unit_id = ANY (%(ids)s::uuid[]) ORDER BY unit_id, day DESC) AS d ON d.unit_id = u.id

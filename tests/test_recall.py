@@ -260,3 +260,16 @@ def test_a_private_unit_is_recalled_only_by_the_persona_that_contributed_it(mem,
     for reader, tasks in ((ana, {"T-ana", "T-bo"}), (authz.Actor("bo", read=("acme",)), {"T-bo"})):
         hit = next(h for h in mem.recall("acme", "relay vendor Ostwind", k=3, actor=reader) if h.token == both.token)
         assert {c["task_id"] for c in hit.citations} == tasks, reader.name
+
+
+def test_another_personas_private_source_does_not_move_a_shared_unit(mem, conn, embedder):
+    """Scoring reads only the sources its reader may see: a private source names no persona to anyone else."""
+    fact = dict(project="acme", kind="note", type="semantic", title="Relay vendor", body="The QX-7 relay comes from Ostwind.")
+    mem.remember(**fact, visibility="private", persona="ana", task_id="T-ana")
+    shared = mem.remember(**fact, persona="bo", task_id="T-bo")
+    embed_all(conn, embedder)
+    components = {}
+    for reader in ("ana", "bo"):
+        hits = mem.recall("acme", "what did ana say about the relay vendor", k=3, actor=authz.Actor(reader, read=("acme",)))
+        components[reader] = next(h for h in hits if h.token == shared.token).components
+    assert "persona" in components["ana"] and "persona" not in components["bo"], components
