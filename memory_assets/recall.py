@@ -32,7 +32,7 @@ UNIT_FILTERS = """
 """
 
 DENSE_EXACT = """
-SELECT e.unit_id, e.embedding <=> %(vector)s AS distance, u.type = 'episodic' AS episodic
+SELECT e.unit_id::text, e.embedding <=> %(vector)s AS distance, u.type = 'episodic' AS episodic
 FROM memory_embeddings e
 JOIN memory_units u ON u.id = e.unit_id AND u.revision = e.unit_revision AND u.content_hash = e.content_hash
 WHERE e.model_key = %(model)s AND e.project = %(project)s AND {filters}
@@ -52,7 +52,7 @@ WITH near AS MATERIALIZED (
     ORDER BY (e.embedding::vector({dim})) <=> %(vector)s::vector({dim})
     LIMIT %(overfetch)s
 )
-SELECT n.unit_id, n.distance, u.type = 'episodic' AS episodic FROM near n
+SELECT n.unit_id::text, n.distance, u.type = 'episodic' AS episodic FROM near n
 JOIN memory_units u ON u.id = n.unit_id AND u.revision = n.unit_revision AND u.content_hash = n.content_hash
 WHERE {filters}
 ORDER BY n.distance
@@ -75,7 +75,7 @@ WITH matched AS MATERIALIZED (
     LEFT JOIN matched m ON m.tsv @@ q.query
     GROUP BY q.query
 )
-SELECT m.id AS unit_id, (SELECT sum(t.idf) FROM terms t WHERE m.tsv @@ t.query) AS score, m.episodic
+SELECT m.id::text AS unit_id, (SELECT sum(t.idf) FROM terms t WHERE m.tsv @@ t.query) AS score, m.episodic
 FROM matched m, to_tsquery('english', %(tsquery)s) AS q
 WHERE m.recallable
 ORDER BY score DESC, ts_rank(m.tsv, q) DESC, m.number
@@ -85,7 +85,7 @@ LIMIT %(candidates)s
 # Conversation structure: episodic units of one session that sit next to each other (by number) are turns of
 # one exchange; an answer often sits one turn away from the turn that matches the question.
 NEIGHBOURS = """
-SELECT c.id AS of_id, n.id AS unit_id, abs(n.number - c.number) AS distance
+SELECT c.id::text AS of_id, n.id::text AS unit_id, abs(n.number - c.number) AS distance
 FROM memory_units c
 CROSS JOIN LATERAL (  -- a range of the (project, number) index per seed; the LIMIT keeps the planner there
     SELECT u.id, u.number FROM memory_units u
@@ -102,20 +102,21 @@ WHERE c.id = ANY (%(ids)s::uuid[]) AND c.type = 'episodic'
 VISIBLE_SOURCE = "(s.visibility = 'project' OR s.persona = %(reader)s)"
 
 DETAILS = f"""
-SELECT u.id AS unit_id, u.number, u.importance, u.trust, u.valid_from, src.personas, src.session_id,
-       CASE WHEN %(historical)s THEN NULL ELSE d.recency END AS recency
+SELECT u.id::text AS unit_id, u.number, u.importance, u.trust, u.valid_from, src.personas, src.session_id,
+       d.recency
 FROM memory_units u
 LEFT JOIN (SELECT s.unit_id, array_agg(DISTINCT lower(s.persona)) AS personas,
                   (array_agg(s.session_id ORDER BY s.id))[1] AS session_id
            FROM memory_sources s WHERE s.unit_id = ANY (%(ids)s::uuid[]) AND {VISIBLE_SOURCE}
            GROUP BY s.unit_id) AS src ON src.unit_id = u.id
-LEFT JOIN (SELECT DISTINCT ON (unit_id) unit_id, recency FROM decay_scores
-           WHERE unit_id = ANY (%(ids)s::uuid[]) ORDER BY unit_id, day DESC) AS d ON d.unit_id = u.id
+LEFT JOIN (SELECT DISTINCT ON (unit_id) unit_id, recency FROM decay_scores  -- as_of recomputes recency instead
+           WHERE NOT %(historical)s AND unit_id = ANY (%(ids)s::uuid[]) ORDER BY unit_id, day DESC) AS d
+       ON d.unit_id = u.id
 WHERE u.id = ANY (%(ids)s::uuid[])
 """
 
 CITED_TEXT = f"""
-SELECT u.id AS unit_id, 'mem-' || u.number AS token, u.title, u.body, u.kind, u.type, u.valid_from, u.valid_until,
+SELECT u.id::text AS unit_id, 'mem-' || u.number AS token, u.title, u.body, u.kind, u.type, u.valid_from, u.valid_until,
        u.status,
        (SELECT json_agg(json_build_object('feed', s.feed, 'task_id', s.task_id, 'session_id', s.session_id,
                                           'persona', s.persona, 'commit', s.observed_sha, 'source_ref', s.source_ref)
@@ -272,7 +273,7 @@ def fuse(dense: list[tuple], sparse: list[tuple], weights: tuple[float, float]) 
         scores = [similarity(value) for _, value, _ in rows]
         low, high = min(scores, default=0.0), max(scores, default=0.0)
         for rank, ((unit_id, *_), score) in enumerate(zip(rows, scores), start=1):
-            entry = fused.setdefault(str(unit_id), {"dense": None, "sparse": None, "rrf": 0.0, "scores": 0.0})
+            entry = fused.setdefault(unit_id, {"dense": None, "sparse": None, "rrf": 0.0, "scores": 0.0})
             entry[leg] = score
             entry["rrf"] += weight / (V.RRF_K + rank)
             entry["scores"] += weight * ((score - low) / (high - low) if high > low else 1.0)
@@ -299,8 +300,8 @@ def spread_to_neighbours(conn: psycopg.Connection, fused: dict[str, dict], episo
                         {**params, "ids": seeds, "window": V.CONTEXT_WINDOW}).fetchall()
     bonus: dict[str, float] = {}
     for of_id, unit_id, distance in rows:
-        share = V.CONTEXT_WEIGHT * fused[str(of_id)]["relevance"] / distance
-        bonus[str(unit_id)] = max(bonus.get(str(unit_id), 0.0), share)
+        share = V.CONTEXT_WEIGHT * fused[of_id]["relevance"] / distance
+        bonus[unit_id] = max(bonus.get(unit_id, 0.0), share)
     for unit_id, extra in bonus.items():
         entry = fused.setdefault(unit_id, {"dense": None, "sparse": None, "rrf": 0.0, "scores": 0.0, "relevance": 0.0})
         entry["context"] = extra
@@ -407,16 +408,16 @@ def recall(conn: psycopg.Connection, project: str, query: str, k: int = V.RECALL
         mode = "hybrid" if dense and terms else ("dense_only" if dense else "sparse_only")
         fused = fuse(dense, sparse, weights)
         if fused and V.CONTEXT_WEIGHT > 0:
-            spread_to_neighbours(conn, fused, {str(row[0]) for row in dense + sparse if row[2]}, params)
+            spread_to_neighbours(conn, fused, {row[0] for row in dense + sparse if row[2]}, params)
         if not fused:
             return RecallResult(hits=[], mode=mode, notes=notes)
         with conn.cursor(row_factory=dict_row) as cur:
-            details = {str(r["unit_id"]): r for r in cur.execute(
+            details = {r["unit_id"]: r for r in cur.execute(
                 DETAILS, {"ids": list(fused), "historical": as_of is not None, "reader": actor.name}).fetchall()}
             lift_sessions(fused, details)
             score(fused, details, query, at)
             top = sorted(fused, key=lambda u: (-fused[u]["score"], details[u]["number"]))[:k]
-            cited = {str(r["unit_id"]): r
+            cited = {r["unit_id"]: r
                      for r in cur.execute(CITED_TEXT, {"ids": top, "reader": actor.name}).fetchall()}
     hits = [Hit(token=cited[u]["token"], title=cited[u]["title"], body=cited[u]["body"], kind=cited[u]["kind"],
                 type=cited[u]["type"], score=round(fused[u]["score"], 6),
