@@ -40,7 +40,7 @@ def read_rate_by_day(conn, project: str | None = None) -> pd.DataFrame:
 
 def kill_list(conn, project: str | None = None) -> pd.DataFrame:
     """Units injected often and rarely read in the trailing window, as of their latest metrics day."""
-    return frame(conn, "SELECT DISTINCT ON (m.unit_id) m.day, m.project, 'mem-' || u.number AS token, m.kind, m.arm "
+    return frame(conn, f"SELECT DISTINCT ON (m.unit_id) m.day, m.project, {V.TOKEN_PREFIX_SQL} || u.number AS token, m.kind, m.arm "
                        "FROM read_rate_metrics m JOIN memory_units u ON u.id = m.unit_id "
                        "WHERE m.kill AND (%(p)s::text IS NULL OR m.project = %(p)s) ORDER BY m.unit_id, m.day DESC",
                  {"p": project})
@@ -51,7 +51,7 @@ def status_funnel(conn) -> pd.DataFrame:
 
 
 def review_queue(conn) -> pd.DataFrame:
-    return frame(conn, "SELECT project, 'mem-' || number AS token, kind, created_at FROM memory_units "
+    return frame(conn, f"SELECT project, {V.TOKEN_PREFIX_SQL} || number AS token, kind, created_at FROM memory_units "
                        "WHERE status = 'review' ORDER BY created_at")
 
 

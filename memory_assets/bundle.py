@@ -18,14 +18,14 @@ from memory_assets import vocabulary as V
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]")
 LEADING_MARKERS = re.compile(r"^[\s\[\-#•*>]+")
 
-ELIGIBLE = """
-SELECT 'mem-' || u.number AS id, u.kind, u.type, u.title, u.paths, u.keywords, u.trust, u.importance,
+ELIGIBLE = f"""
+SELECT {V.TOKEN_PREFIX_SQL} || u.number AS id, u.kind, u.type, u.title, u.paths, u.keywords, u.trust, u.importance,
        greatest(u.valid_from, coalesce(u.last_used_at, u.valid_from)) AS last_activity
 FROM memory_units u
 WHERE u.project = %(project)s AND u.status = 'active' AND u.type = ANY (%(types)s)
   AND u.expired_at IS NULL AND (u.valid_until IS NULL OR u.valid_until > now())
   AND u.trust >= %(min_trust)s
-  AND (u.paths = '{}'
+  AND (u.paths = '{{}}'
        OR u.last_confirmed_at >= now() - make_interval(hours => %(hours)s)
        OR EXISTS (SELECT 1 FROM memory_sources s WHERE s.unit_id = u.id AND s.observed_sha IS NOT NULL
                   AND s.created_at >= now() - make_interval(hours => %(hours)s)))
@@ -126,7 +126,7 @@ def render_prompt_block(units: list[dict]) -> tuple[str, list[str]]:
 def prompt_units(conn: psycopg.Connection, project: str, tokens: list[str]) -> list[dict]:
     """Titles and bodies of bundle units, in the given order."""
     with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute("SELECT 'mem-' || number AS id, kind, title, body FROM memory_units "
+        rows = cur.execute(f"SELECT {V.TOKEN_PREFIX_SQL} || number AS id, kind, title, body FROM memory_units "
                            "WHERE project = %s AND number = ANY (%s) AND status = 'active'",
                            (project, [ledger.number_of(t) for t in tokens])).fetchall()
     by_id = {r["id"]: r for r in rows}

@@ -94,7 +94,7 @@ def consolidate_week(conn: psycopg.Connection, model_key: str, week_start: date,
                     continue
                 conn.execute(
                     "INSERT INTO memory_sources (unit_id, project, feed, task_id, source_ref) "
-                    "SELECT %s, %s, 'consolidation', m.id::text, 'mem-' || m.number FROM memory_units m "
+                    f"SELECT %s, %s, 'consolidation', m.id::text, {V.TOKEN_PREFIX_SQL} || m.number FROM memory_units m "
                     "WHERE m.id = ANY (%s) ON CONFLICT (unit_id, task_id) DO NOTHING",
                     (result.unit_id, project, member_ids))
                 conn.execute("UPDATE memory_units SET consolidated_into = %s WHERE id = ANY (%s)",

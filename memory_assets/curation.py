@@ -137,8 +137,8 @@ def review_queue(conn: psycopg.Connection, project: str | None = None) -> list[d
     """Units waiting for a human, oldest first, each with the unit it conflicts with."""
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(
-            "SELECT u.project, 'mem-' || u.number AS token, u.kind, u.type, u.title, u.confidence, u.created_at, "
-            "CASE WHEN c.id IS NULL THEN NULL ELSE 'mem-' || c.number END AS conflicts_with, c.title AS conflict_title "
+            f"SELECT u.project, {V.TOKEN_PREFIX_SQL} || u.number AS token, u.kind, u.type, u.title, u.confidence, u.created_at, "
+            f"CASE WHEN c.id IS NULL THEN NULL ELSE {V.TOKEN_PREFIX_SQL} || c.number END AS conflicts_with, c.title AS conflict_title "
             "FROM memory_units u LEFT JOIN memory_units c ON c.id = u.conflicts_with "
             "WHERE u.status = 'review' AND (%(p)s::text IS NULL OR u.project = %(p)s) ORDER BY u.created_at, u.number",
             {"p": project},

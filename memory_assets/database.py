@@ -113,8 +113,9 @@ def migration_files() -> list[Path]:
 
 @functools.cache
 def query(name: str) -> str:
-    """A named query from sql/queries/<name>.sql, its {live_statuses} spelled from the vocabulary."""
-    return (SQL_DIR / "queries" / f"{name}.sql").read_text().replace("{live_statuses}", V.LIVE_STATUS_SQL)
+    """A named query from sql/queries/<name>.sql, its {live_statuses} and {token_prefix} spelled from the vocabulary."""
+    text = (SQL_DIR / "queries" / f"{name}.sql").read_text()
+    return text.replace("{live_statuses}", V.LIVE_STATUS_SQL).replace("{token_prefix}", V.TOKEN_PREFIX_SQL)
 
 
 def _configure(conn: psycopg.Connection) -> None:

@@ -140,6 +140,6 @@ def history(conn: psycopg.Connection, project: str, token: str) -> list[dict]:
             "  WHERE u.supersedes_id IS NOT NULL), "
             "fwd(id, depth) AS (SELECT %(id)s::uuid, 0 UNION "
             "  SELECT u.id, f.depth + 1 FROM memory_units u JOIN fwd f ON u.supersedes_id = f.id) "
-            "SELECT 'mem-' || u.number AS token, u.status, u.title, u.valid_from, u.valid_until "
+            f"SELECT {V.TOKEN_PREFIX_SQL} || u.number AS token, u.status, u.title, u.valid_from, u.valid_until "
             "FROM (SELECT * FROM back UNION SELECT * FROM fwd) c JOIN memory_units u ON u.id = c.id ORDER BY c.depth",
             {"id": unit_id}).fetchall()

@@ -28,7 +28,8 @@ VISIBILITIES = (VISIBILITY_PROJECT, VISIBILITY_PRIVATE)
 DEFAULT_VISIBILITY = VISIBILITY_PROJECT
 
 TOKEN_PREFIX = "mem-"
-TOKEN_PATTERN = r"^mem-(\d{1,9})$"
+TOKEN_PREFIX_SQL = f"'{TOKEN_PREFIX}'"  # SQL spells a token as TOKEN_PREFIX_SQL || number
+TOKEN_PATTERN = "^" + TOKEN_PREFIX + r"(\d{1,9})$"
 
 # --- Initial status policy ------------------------------------------------------------------
 # confidence < REVIEW_BELOW_CONFIDENCE -> review; >= ACTIVE_FROM_CONFIDENCE -> active; else proposed.

@@ -36,5 +36,5 @@ WITH cand AS (
     RETURNING p.project
 )
 INSERT INTO audit_log (actor, action, project, unit_id, reason, details)
-SELECT 'ledger', 'insert', project, id, NULL, jsonb_build_object('token', 'mem-' || number)
+SELECT 'ledger', 'insert', project, id, NULL, jsonb_build_object('token', {token_prefix} || number)
 FROM inserted;
