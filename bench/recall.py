@@ -153,25 +153,35 @@ def measure(mem, project: str, queries: np.ndarray, k: int) -> dict:
             "recall_at_k_vs_exact": paths[default]["recall_at_k_vs_exact"]}
 
 
+def measure_project(mem, project: str, size: int, rng: np.random.Generator, args) -> dict:
+    """Seed a project, draw in-distribution queries (stored vectors plus noise) and measure it."""
+    seed(mem, project, size, rng)
+    _, stored = snapshot(mem, project)
+    queries = stored[rng.integers(0, len(stored), args.queries)]  # a random direction in 384-d is near nothing
+    queries = queries + 0.05 * rng.standard_normal(queries.shape).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    result = measure(mem, project, queries, args.k)
+    print(project, result, flush=True)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--beside", type=int, default=1000,
+                        help="units of a small project seeded next to the largest one (0: none)")
     args = parser.parse_args()
     rng = np.random.default_rng(7)
     results = {}
-    for size in [int(s) for s in args.sizes.split(",")]:
+    sizes = [int(s) for s in args.sizes.split(",")]
+    for size in sizes:
         with scratch_memory() as mem:
-            seed(mem, f"bench-{size}", size, rng)
-            # in-distribution queries: stored vectors plus noise (a random direction in 384-d is near nothing)
-            _, stored = snapshot(mem, f"bench-{size}")
-            queries = stored[rng.integers(0, len(stored), args.queries)]
-            queries = queries + 0.05 * rng.standard_normal(queries.shape).astype(np.float32)
-            queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-            measure_once = measure(mem, f"bench-{size}", queries, args.k)
-            results[str(size)] = measure_once
-            print(size, measure_once, flush=True)
+            results[str(size)] = measure_project(mem, f"bench-{size}", size, rng, args)
+            if args.beside and size == max(sizes):  # one store, many projects: a small one must read its own rows
+                results[f"{args.beside}_beside_{size}"] = measure_project(mem, f"bench-{args.beside}-beside", args.beside,
+                                                                          rng, args)
     write_result("recall", {"k": args.k, "queries": args.queries, "model": MODEL, "sizes": results,
                             "goal": "ours <= 2x numpy brute force",
                             "note": "ours = the whole recall() call, dense leg, RLS and filters included, on the path the project "

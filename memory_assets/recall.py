@@ -116,8 +116,8 @@ WHERE u.id = ANY (%(ids)s::uuid[])
 """
 
 CITED_TEXT = f"""
-SELECT u.id::text AS unit_id, {V.TOKEN_PREFIX_SQL} || u.number AS token, u.title, u.body, u.kind, u.type, u.valid_from, u.valid_until,
-       u.status,
+SELECT u.id::text AS unit_id, {V.TOKEN_PREFIX_SQL} || u.number AS token, u.title, u.body, u.kind, u.type,
+       u.valid_from, u.valid_until, u.status,
        (SELECT json_agg(json_build_object('feed', s.feed, 'task_id', s.task_id, 'session_id', s.session_id,
                                           'persona', s.persona, 'commit', s.observed_sha, 'source_ref', s.source_ref)
                         ORDER BY s.id)
