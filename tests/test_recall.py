@@ -1,5 +1,6 @@
 """Recall on the real model and database: fusion, filters before LIMIT, as_of, RLS, degrade, citations."""
 
+import math
 from datetime import datetime, timedelta, timezone
 
 import psycopg
@@ -164,6 +165,17 @@ def test_query_terms_are_bounded():
     assert recall.tsquery_terms("What is the; DROP TABLE x --") == ["drop", "table"]
 
 
+def test_the_sparse_leg_scores_a_match_by_the_idf_of_the_query_terms_it_contains(mem):
+    """A rare query word outweighs a common one however often the common one repeats (ts_rank alone would not)."""
+    for i in range(6):
+        note(mem, "acme", f"Deploy checklist {i}", f"Deploy step {i}: deploy, then deploy again and read the deploy log.")
+    rare = note(mem, "acme", "Zebra crossing", "The zebra crossing outside the office is repainted in May.")
+    hits = mem.recall("acme", "deploy zebra", k=7, legs="sparse")
+    idf = lambda df: math.log(1 + (7 - df + 0.5) / (df + 0.5))  # noqa: E731 -- N = 7, the project's units
+    assert hits[0].token == rare.token and hits[0].components["sparse"] == pytest.approx(idf(1), abs=1e-6)
+    assert [h.components["sparse"] for h in hits[1:]] == pytest.approx([idf(6)] * 6, abs=1e-6)
+
+
 def test_the_hnsw_path_serves_the_same_filtered_hits_or_falls_back(mem, conn, embedder, monkeypatch):
     for i in range(10):
         old = note(mem, "acme", f"Deploy window {i}", f"Deploys to production happen on Tuesday slot {i}.")
@@ -231,6 +243,20 @@ def test_the_best_session_lifts_its_other_units(mem, conn, embedder):
     assert hits[match.token].components["session"] == pytest.approx(recall.V.SESSION_WEIGHT)
     assert hits[answer.token].components["session"] == pytest.approx(recall.V.SESSION_WEIGHT)
     assert elsewhere.token not in hits or hits[elsewhere.token].components.get("session", 0) < recall.V.SESSION_WEIGHT
+
+
+def test_turns_next_to_a_match_in_its_session_share_its_relevance(mem, conn, embedder):
+    """Neighbouring turns (by number, window 2, same session) get a share of a match's relevance; others none."""
+    day = datetime.now(timezone.utc) - timedelta(days=3)
+    question = standup(mem, day, "Ana: when does the nightly backup of the billing database run?", "S-1")
+    answer = standup(mem, day, "Bo: at two in the morning, every day.", "S-1")
+    next_door = standup(mem, day, "Cy: the parking garage closes at ten.", "S-2")  # numbers 1 and 2 are in reach
+    embed_all(conn, embedder)
+    hits = {h.token: h for h in mem.recall("acme", "nightly backup billing database", k=10)}
+    assert hits[answer.token].components.get("context", 0) > 0
+    assert "context" not in hits[next_door.token].components  # another session, however close its number
+    assert list(hits).index(answer.token) < list(hits).index(next_door.token)
+    assert hits[question.token].components.get("context", 0) < hits[answer.token].components["context"]
 
 
 def test_a_private_unit_is_recalled_only_by_the_persona_that_contributed_it(mem, conn, embedder):
