@@ -110,18 +110,16 @@ def overlap(found: list[set], truth: list[set], k: int) -> float:
     return round(float(np.mean([len(f & t) / k for f, t in zip(found, truth)])), 4)
 
 
-def summary(latencies: list[float], found: list[set], searches: list[float], brute: list[float], truth: list[set],
-            k: int) -> dict:
+def latency_row(latencies: list[float], found: list[set], brute: list[float], truth: list[set], k: int) -> dict:
+    """p50 / p95 of a run, each as a ratio to numpy's, and how much of the exact top k it found."""
     return {"p50_ms": round(median(latencies), 3), "p95_ms": round(percentile(latencies, 0.95), 3),
             "ratio_p50": round(median(latencies) / median(brute), 2),
             "ratio_p95": round(percentile(latencies, 0.95) / percentile(brute, 0.95), 2),
-            "search_p50_ms": round(median(searches), 3), "search_ratio_p50": round(median(searches) / median(brute), 2),
             "recall_at_k_vs_exact": overlap(found, truth, k)}
 
 
-def measure(mem, project: str, queries: np.ndarray, k: int) -> dict:
+def measure(mem, project: str, ids: list[str], matrix: np.ndarray, queries: np.ndarray, k: int) -> dict:
     """numpy brute force, our exact and HNSW paths, an ef_search sweep and the request floor, on the same vectors."""
-    ids, matrix = snapshot(mem, project)
     brute, truth = [], []
     for q in queries:
         start = time.perf_counter()
@@ -133,16 +131,14 @@ def measure(mem, project: str, queries: np.ndarray, k: int) -> dict:
     paths = {}
     for name, hnsw_from in (("exact", 10**12), ("hnsw", 0)):
         with knobs(HNSW_MIN_PROJECT_UNITS=hnsw_from):
-            paths[name] = summary(*timed_recalls(mem, project, queries, k), timed_searches(mem, project, queries, k),
-                                  brute, truth, k)
+            paths[name] = latency_row(*timed_recalls(mem, project, queries, k), brute, truth, k)
+            searches = timed_searches(mem, project, queries, k)
+        paths[name].update(search_p50_ms=round(median(searches), 3),
+                           search_ratio_p50=round(median(searches) / median(brute), 2))
     sweep = {}
     for ef in EF_SWEEP:
         with knobs(HNSW_MIN_PROJECT_UNITS=0, HNSW_EF_SEARCH=ef, HNSW_EF_SEARCH_MAX=ef):
-            latencies, found = timed_recalls(mem, project, queries, k)
-        sweep[str(ef)] = {"p50_ms": round(median(latencies), 3), "p95_ms": round(percentile(latencies, 0.95), 3),
-                          "ratio_p50": round(median(latencies) / median(brute), 2),
-                          "ratio_p95": round(percentile(latencies, 0.95) / percentile(brute, 0.95), 2),
-                          "recall_at_k_vs_exact": overlap(found, truth, k)}
+            sweep[str(ef)] = latency_row(*timed_recalls(mem, project, queries, k), brute, truth, k)
     floors, ef_search = timed_floors(mem, project, k, len(queries))
     default = "hnsw" if len(ids) >= V.HNSW_MIN_PROJECT_UNITS else "exact"
     return {"units": len(ids), "numpy_ms": {"p50": round(median(brute), 3), "p95": round(percentile(brute, 0.95), 3)},
@@ -156,11 +152,11 @@ def measure(mem, project: str, queries: np.ndarray, k: int) -> dict:
 def measure_project(mem, project: str, size: int, rng: np.random.Generator, args) -> dict:
     """Seed a project, draw in-distribution queries (stored vectors plus noise) and measure it."""
     seed(mem, project, size, rng)
-    _, stored = snapshot(mem, project)
+    ids, stored = snapshot(mem, project)
     queries = stored[rng.integers(0, len(stored), args.queries)]  # a random direction in 384-d is near nothing
     queries = queries + 0.05 * rng.standard_normal(queries.shape).astype(np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-    result = measure(mem, project, queries, args.k)
+    result = measure(mem, project, ids, stored, queries, args.k)
     print(project, result, flush=True)
     return result
 
