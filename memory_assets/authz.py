@@ -48,4 +48,4 @@ def scoped(conn: psycopg.Connection, actor: Actor) -> Iterator[psycopg.Connectio
         conn.execute(SET_SCOPES, [V.APP_ROLE, *(",".join(getattr(actor, scope)) for scope in SCOPES)])
         yield conn
         if not outermost:  # inside an outer transaction SET LOCAL would outlive this block: hand the role back
-            conn.execute(SET_SCOPES, ["none", "", "", ""])
+            conn.execute(SET_SCOPES, ["none", *("" for _ in SCOPES)])

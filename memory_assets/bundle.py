@@ -29,7 +29,8 @@ WHERE u.project = %(project)s AND u.status = 'active' AND u.type = ANY (%(types)
        OR u.last_confirmed_at >= now() - make_interval(hours => %(hours)s)
        OR EXISTS (SELECT 1 FROM memory_sources s WHERE s.unit_id = u.id AND s.observed_sha IS NOT NULL
                   AND s.created_at >= now() - make_interval(hours => %(hours)s)))
-  AND NOT EXISTS (SELECT 1 FROM memory_sources s WHERE s.unit_id = u.id AND s.visibility <> 'project')
+  AND NOT EXISTS (SELECT 1 FROM memory_sources s
+                  WHERE s.unit_id = u.id AND s.visibility <> '{V.VISIBILITY_PROJECT}')
 ORDER BY u.trust DESC, u.importance DESC, last_activity DESC, u.number
 """
 

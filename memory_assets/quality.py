@@ -29,7 +29,8 @@ def units_with_wrong_audience(conn: psycopg.Connection) -> list[str]:
     """
     rows = conn.execute(
         f"SELECT id::text FROM memory_units WHERE status IN {V.LIVE_STATUS_SQL} "
-        "AND (private_to IS NOT NULL OR id IN (SELECT unit_id FROM memory_sources WHERE visibility = 'private')) "
+        "AND (private_to IS NOT NULL OR id IN "
+        f"(SELECT unit_id FROM memory_sources WHERE visibility = '{V.VISIBILITY_PRIVATE}')) "
         "AND private_to IS DISTINCT FROM memory_unit_audience(id)").fetchall()
     return [r[0] for r in rows]
 

@@ -99,7 +99,7 @@ WHERE c.id = ANY (%(ids)s::uuid[]) AND c.type = 'episodic'
 
 # What scoring needs, for every fused candidate, read from the sources its reader may see (a private source of
 # another persona must not move a shared unit's rank); the hits' text, citations and validity for the top k only.
-VISIBLE_SOURCE = "(s.visibility = 'project' OR s.persona = %(reader)s)"
+VISIBLE_SOURCE = f"(s.visibility = '{V.VISIBILITY_PROJECT}' OR s.persona = %(reader)s)"
 
 DETAILS = f"""
 SELECT u.id::text AS unit_id, u.number, u.importance, u.trust, u.valid_from, src.personas, src.session_id,
