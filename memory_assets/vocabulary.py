@@ -168,7 +168,7 @@ QUERY_VECTOR_CACHE_SIZE = 1024
 HNSW_MIN_PROJECT_UNITS = 5_000
 HNSW_CANDIDATES = 40             # the HNSW phase's dense candidates (or k)
 # ef_search grows with the project, sqrt(units) between these bounds (bench/recall.py, synthetic vectors, top 10
-# against exact over four index builds: 10k units 1.0 at 100; 100k units 0.80-0.87 at 100, 0.91-0.97 at 316, for a
+# against exact over five index builds: 10k units 1.0 at 100; 100k units 0.80-0.87 at 100, 0.91-0.97 at 316, for a
 # p95 of 2.1-2.4x numpy instead of 1.5x: set the maximum to 100 for the faster tail)
 HNSW_EF_SEARCH = 100
 HNSW_EF_SEARCH_MAX = 400
