@@ -1,5 +1,6 @@
 # make run: install, start the embedded PostgreSQL + pgvector, load the demo corpus, materialise, recall.
-# make test: install, then pytest against the real embedded server and the real embedding model.
+# make test: install, lint (ruff, mypy --strict, import contracts), then pytest against the real embedded server
+#            and the real embedding model.
 # make dev: the Dagster UI on http://localhost:3000 (webserver + daemon).
 PYTHON ?= python3.11
 VENV := .venv
@@ -8,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run test dev bench clean
+.PHONY: install lint run test dev bench wheel clean
 
 install: $(STAMP)
 
@@ -23,8 +24,18 @@ $(STAMP): pyproject.toml
 run: install
 	$(VENV)/bin/memory-assets demo
 
-test: install
+lint: install
+	$(VENV)/bin/ruff check memory_assets resources tests bench
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
+
+test: lint
 	$(PY) -m pytest
+
+# A wheel that installs anywhere: migrations, named queries, resources and the demo data ship inside the package.
+wheel: install
+	rm -rf build
+	$(PY) -m pip wheel --no-deps --no-build-isolation --wheel-dir dist .
 
 dev: install
 	$(VENV)/bin/memory-assets dev
@@ -35,4 +46,4 @@ bench: install
 	$(PY) bench/recall.py
 
 clean:
-	rm -rf .memory_assets .pytest_cache bench/results/*.tmp
+	rm -rf .memory_assets .pytest_cache .mypy_cache .ruff_cache build dist bench/results/*.tmp

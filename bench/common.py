@@ -9,7 +9,7 @@ import statistics
 import tempfile
 import time
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -40,7 +40,7 @@ def timed(fn, *args, **kwargs):
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def median(values):
@@ -50,7 +50,7 @@ def median(values):
 def write_result(name: str, data: dict) -> Path:
     """Write bench/results/<name>.json with the machine it ran on."""
     RESULTS.mkdir(exist_ok=True)
-    data = {"benchmark": name, "ran_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    data = {"benchmark": name, "ran_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}, **data}
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")

@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import resource
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import median, scratch_memory, timed, write_result  # noqa: E402
-from bench.ingest import candidates  # noqa: E402
-from memory_assets import embeddings, ledger  # noqa: E402
-from memory_assets import vocabulary as V  # noqa: E402
+from bench.common import median, scratch_memory, timed, write_result
+from bench.ingest import candidates
+from memory_assets import embeddings
+from memory_assets import vocabulary as V
+from memory_assets.ledger import capture
 
 
 def peak_rss_mib() -> float:
@@ -29,10 +30,10 @@ def main() -> None:
     embedder = embeddings.embedder_for(args.model)
     embedder.encode(["warm up"])
     rss_after_load = peak_rss_mib()
-    today = datetime.now(timezone.utc).date()
+    today = datetime.now(UTC).date()
     stage, raw = [], []
     with scratch_memory() as mem, mem.connection() as conn:
-        ledger.remember_many(conn, candidates(args.units, "embed-bench"))
+        capture.remember_many(conn, candidates(args.units, "embed-bench"))
         units = embeddings.stale_units(conn, args.model, limit=args.units)
         texts = embeddings.texts_of(embedder.spec, units)
         for _ in range(args.repeats):

@@ -9,8 +9,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import median, scratch_memory, timed, write_result  # noqa: E402
-from memory_assets import gates, ledger  # noqa: E402
+from bench.common import median, scratch_memory, timed, write_result
+from memory_assets import gates
+from memory_assets import vocabulary as V
+from memory_assets.ledger import capture
 
 TOPICS = ["staging", "build", "deploy", "cache", "queue", "index", "proxy", "backup", "vpn", "linker"]
 
@@ -31,7 +33,7 @@ def remember_rate(mem, project: str, n: int, writers: int) -> float:
 
     def write(candidate):
         with mem.connection() as conn:
-            return ledger.remember(conn, candidate)
+            return capture.remember(conn, candidate)
 
     seconds, _ = timed(lambda: list(ThreadPoolExecutor(writers).map(write, rows)))
     return n / seconds
@@ -40,15 +42,15 @@ def remember_rate(mem, project: str, n: int, writers: int) -> float:
 def import_rate(mem, project: str, n: int) -> float:
     rows = candidates(n, project)
     with mem.connection() as conn:
-        seconds, counts = timed(ledger.remember_many, conn, rows)
+        seconds, counts = timed(capture.remember_many, conn, rows)
     assert counts["inserted"] == n, counts
     return n / seconds
 
 
 def copy_rate(mem, project: str, n: int) -> float:
     """Raw COPY of the same inbox rows into a bare table of the same shape: the floor of any ingest path."""
-    rows = [ledger.inbox_row(c) for c in candidates(n, project)]
-    columns = ", ".join(ledger.INBOX_COLUMNS)
+    rows = [capture.inbox_row(c) for c in candidates(n, project)]
+    columns = ", ".join(V.INBOX_COLUMNS)
     with mem.connection() as conn:
         conn.execute("CREATE TEMP TABLE raw_copy (LIKE memory_inbox INCLUDING DEFAULTS)")
 

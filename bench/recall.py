@@ -6,17 +6,19 @@ import argparse
 import sys
 import time
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import median, percentile, scratch_memory, write_result  # noqa: E402
-from bench.ingest import candidates  # noqa: E402
-from memory_assets import authz, embeddings, ledger, recall  # noqa: E402
-from memory_assets import vocabulary as V  # noqa: E402
+from bench.common import median, percentile, scratch_memory, write_result
+from bench.ingest import candidates
+from memory_assets import authz, embeddings
+from memory_assets import vocabulary as V
+from memory_assets.ledger import capture
+from memory_assets.recall import legs, request
 
 MODEL = V.DEFAULT_SERVING_MODEL
 DIM = V.EMBEDDING_MODELS[MODEL]["dim"]
@@ -27,15 +29,17 @@ def seed(mem, project: str, n: int, rng: np.random.Generator) -> None:
     """n units through the write path; synthetic unit vectors (clustered like text) bound to their revisions."""
     with mem.connection() as conn:
         for start in range(0, n, 10_000):
-            ledger.remember_many(conn, candidates(min(10_000, n - start), project, offset=start))
-        rows = conn.execute("SELECT id, revision, content_hash FROM memory_units WHERE project = %s", (project,)).fetchall()
+            capture.remember_many(conn, candidates(min(10_000, n - start), project, offset=start))
+        rows = conn.execute("SELECT id, revision, content_hash FROM memory_units WHERE project = %s",
+                            (project,)).fetchall()
         centres = rng.standard_normal((64, DIM)).astype(np.float32)
-        vectors = centres[rng.integers(0, 64, len(rows))] + 0.6 * rng.standard_normal((len(rows), DIM)).astype(np.float32)
+        vectors = (centres[rng.integers(0, 64, len(rows))]
+                   + 0.6 * rng.standard_normal((len(rows), DIM)).astype(np.float32))
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         with conn.cursor() as cur, cur.copy(
             "COPY memory_embeddings (unit_id, project, model_key, unit_revision, content_hash, text_digest, "
             "model_name, model_revision, dim, embedding) FROM STDIN") as copy:
-            for (unit_id, revision, content_hash), vector in zip(rows, vectors):
+            for (unit_id, revision, content_hash), vector in zip(rows, vectors, strict=True):
                 copy.write_row((unit_id, project, MODEL, revision, content_hash, "synthetic", "synthetic", "bench",
                                 DIM, vector))
         conn.execute("SET maintenance_work_mem = '1GB'")
@@ -85,11 +89,11 @@ def timed_searches(mem, project: str, queries: np.ndarray, k: int) -> list[float
     """The dense leg's SQL alone (inside one scoped transaction): the part numpy's brute force stands for."""
     latencies = []
     with mem.connection() as conn, authz.scoped(conn, authz.Actor.reader(project, "bench")):
-        model_key, size, _ = recall.request_context(conn, project, k)
-        params = {**recall.request_params(project, [], k, datetime.now(timezone.utc), False), "model": model_key}
+        model_key, size, _ = request.request_context(conn, project, k)
+        params = {**request.request_params(project, [], k, datetime.now(UTC), False), "model": model_key}
         for q in np.vstack([queries[:1], queries]):
             start = time.perf_counter()
-            recall.dense_leg(conn, {**params, "vector": q}, model_key, size)
+            legs.dense_leg(conn, {**params, "vector": q}, model_key, size)
             latencies.append((time.perf_counter() - start) * 1000)
     return latencies[1:]
 
@@ -101,13 +105,13 @@ def timed_floors(mem, project: str, k: int, count: int) -> tuple[list[float], in
         for _ in range(count + 1):
             start = time.perf_counter()
             with authz.scoped(conn, authz.Actor.reader(project, "bench")):
-                ef_search = recall.request_context(conn, project, k).ef_search
+                ef_search = request.request_context(conn, project, k).ef_search
             latencies.append((time.perf_counter() - start) * 1000)
     return latencies[1:], ef_search
 
 
 def overlap(found: list[set], truth: list[set], k: int) -> float:
-    return round(float(np.mean([len(f & t) / k for f, t in zip(found, truth)])), 4)
+    return round(float(np.mean([len(f & t) / k for f, t in zip(found, truth, strict=True)])), 4)
 
 
 def latency_row(latencies: list[float], found: list[set], brute: list[float], truth: list[set], k: int) -> dict:
@@ -176,13 +180,13 @@ def main() -> None:
         with scratch_memory() as mem:
             results[str(size)] = measure_project(mem, f"bench-{size}", size, rng, args)
             if args.beside and size == max(sizes):  # one store, many projects: a small one must read its own rows
-                results[f"{args.beside}_beside_{size}"] = measure_project(mem, f"bench-{args.beside}-beside", args.beside,
-                                                                          rng, args)
+                results[f"{args.beside}_beside_{size}"] = measure_project(mem, f"bench-{args.beside}-beside",
+                                                                          args.beside, rng, args)
     write_result("recall", {"k": args.k, "queries": args.queries, "model": MODEL, "sizes": results,
                             "goal": "ours <= 2x numpy brute force",
-                            "note": "ours = the whole recall() call, dense leg, RLS and filters included, on the path the project "
-                                    "size picks (both paths measured under 'paths'); floor = a scoped request that reads its "
-                                    "context and searches nothing; numpy = "
+                            "note": "ours = the whole recall() call, dense leg, RLS and filters included, on the path "
+                                    "the project size picks (both paths measured under 'paths'); floor = a scoped "
+                                    "request that reads its context and searches nothing; numpy = "
                                     "matrix @ query + argpartition over the same filtered vectors; synthetic "
                                     "clustered unit vectors, real units through the write path"})
 

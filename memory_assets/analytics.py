@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 
 import pandas as pd
 import psycopg
@@ -13,52 +14,51 @@ from memory_assets.database import query
 KILL_WINDOW_DAYS = 28
 
 
-def compute_read_rate(conn: psycopg.Connection, day: date) -> int:
+def compute_read_rate(conn: psycopg.Connection[Any], day: date) -> int:
     """Replace one day's read-rate metrics; returns the rows written."""
-    start = datetime.combine(day, time.min, tzinfo=timezone.utc)
+    start = datetime.combine(day, time.min, tzinfo=UTC)
     with conn.transaction():
         conn.execute("DELETE FROM read_rate_metrics WHERE day = %s", (day,))
-        return conn.execute(query("read_rate_day"), {
+        return conn.execute(query("analytics/read_rate_day"), {
             "day": day, "start": start, "end": start + timedelta(days=1),
             "window_start": start + timedelta(days=1) - timedelta(days=KILL_WINDOW_DAYS),
             "min_injections": V.KILL_LIST_MIN_INJECTIONS, "max_read_rate": V.KILL_LIST_MAX_READ_RATE}).rowcount
 
 
-def frame(conn: psycopg.Connection, sql: str, params=None) -> pd.DataFrame:
+def frame(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any] | None = None) -> pd.DataFrame:
+    """A query's rows as a frame with the query's column names, for notebooks and metadata."""
     with conn.cursor() as cur:
         cur.execute(sql, params)
-        return pd.DataFrame(cur.fetchall(), columns=[c.name for c in cur.description])
+        columns = [c.name for c in cur.description or []]
+        return pd.DataFrame(cur.fetchall(), columns=columns)
 
 
-def read_rate_by_day(conn, project: str | None = None) -> pd.DataFrame:
+def read_rate_by_day(conn: psycopg.Connection[Any], project: str | None = None) -> pd.DataFrame:
     """Daily read rate by kind and arm: tasks that used a unit over tasks it was injected into."""
-    return frame(conn, "SELECT day, kind, arm, sum(injections) AS injections, sum(reads) AS reads, "
-                       "sum(citations) AS citations, sum(follows) AS follows, "
-                       "avg(read_rate) AS read_rate FROM read_rate_metrics "
-                       "WHERE %(p)s::text IS NULL OR project = %(p)s GROUP BY 1, 2, 3 ORDER BY 1, 2, 3", {"p": project})
+    return frame(conn, query("analytics/read_rate_by_day"), {"p": project})
 
 
-def kill_list(conn, project: str | None = None) -> pd.DataFrame:
+def kill_list(conn: psycopg.Connection[Any], project: str | None = None) -> pd.DataFrame:
     """Units injected often and rarely read in the trailing window, as of their latest metrics day."""
-    return frame(conn, f"SELECT DISTINCT ON (m.unit_id) m.day, m.project, {V.TOKEN_PREFIX_SQL} || u.number AS token, m.kind, m.arm "
-                       "FROM read_rate_metrics m JOIN memory_units u ON u.id = m.unit_id "
-                       "WHERE m.kill AND (%(p)s::text IS NULL OR m.project = %(p)s) ORDER BY m.unit_id, m.day DESC",
-                 {"p": project})
+    return frame(conn, query("analytics/kill_list"), {"p": project})
 
 
-def status_funnel(conn) -> pd.DataFrame:
+def status_funnel(conn: psycopg.Connection[Any]) -> pd.DataFrame:
+    """Units per status, largest first: where the ledger's units sit in their life."""
     return frame(conn, "SELECT status, count(*) AS units FROM memory_units GROUP BY 1 ORDER BY 2 DESC")
 
 
-def review_queue(conn) -> pd.DataFrame:
-    return frame(conn, f"SELECT project, {V.TOKEN_PREFIX_SQL} || number AS token, kind, created_at FROM memory_units "
-                       "WHERE status = 'review' ORDER BY created_at")
+def review_queue(conn: psycopg.Connection[Any]) -> pd.DataFrame:
+    """Units waiting for a review decision, oldest first, so a reviewer starts with the longest waiting."""
+    return frame(conn, query("analytics/review_queue"))
 
 
-def decay_latest(conn) -> pd.DataFrame:
-    return frame(conn, "SELECT DISTINCT ON (unit_id) day, project, recency, activation, trust, expired, stale, score "
-                       "FROM decay_scores ORDER BY unit_id, day DESC")
+def decay_latest(conn: psycopg.Connection[Any]) -> pd.DataFrame:
+    """Each unit's latest decay score, to see what recall ranks down and what goes stale next."""
+    return frame(conn, query("analytics/decay_latest"))
 
 
-def rejections_by_reason(conn) -> pd.DataFrame:
-    return frame(conn, "SELECT day, reason, sum(count)::bigint AS rejected FROM memory_rejections GROUP BY 1, 2 ORDER BY 1, 2")
+def rejections_by_reason(conn: psycopg.Connection[Any]) -> pd.DataFrame:
+    """Rejected candidates per day and reason, to see which gate fires and when."""
+    sql = "SELECT day, reason, sum(count)::bigint AS rejected FROM memory_rejections GROUP BY 1, 2 ORDER BY 1, 2"
+    return frame(conn, sql)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import psycopg
 
@@ -21,12 +21,12 @@ class Actor:
     forget: tuple[str, ...] = field(default_factory=tuple)
 
     @classmethod
-    def for_project(cls, project: str, name: str = "api", *, forget: bool = False) -> "Actor":
+    def for_project(cls, project: str, name: str = "api", *, forget: bool = False) -> Actor:
         """An actor that may read and write one project (and forget in it when asked)."""
         return cls(name=name, read=(project,), write=(project,), forget=(project,) if forget else ())
 
     @classmethod
-    def reader(cls, project: str, name: str | None = None) -> "Actor":
+    def reader(cls, project: str, name: str | None = None) -> Actor:
         """An actor that may only read one project; its name is the persona whose private units it also sees."""
         return cls(name=name or "api", read=(project,))
 

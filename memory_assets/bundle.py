@@ -7,32 +7,18 @@ import html
 import json
 import re
 import unicodedata
+from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from memory_assets import ledger
+from memory_assets import tokens
 from memory_assets import vocabulary as V
+from memory_assets.database import query
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]")
 LEADING_MARKERS = re.compile(r"^[\s\[\-#•*>]+")
-
-ELIGIBLE = f"""
-SELECT {V.TOKEN_PREFIX_SQL} || u.number AS id, u.kind, u.type, u.title, u.paths, u.keywords, u.trust, u.importance,
-       greatest(u.valid_from, coalesce(u.last_used_at, u.valid_from)) AS last_activity
-FROM memory_units u
-WHERE u.project = %(project)s AND u.status = 'active' AND u.type = ANY (%(types)s)
-  AND u.expired_at IS NULL AND (u.valid_until IS NULL OR u.valid_until > now())
-  AND u.trust >= %(min_trust)s
-  AND (u.paths = '{{}}'
-       OR u.last_confirmed_at >= now() - make_interval(hours => %(hours)s)
-       OR EXISTS (SELECT 1 FROM memory_sources s WHERE s.unit_id = u.id AND s.observed_sha IS NOT NULL
-                  AND s.created_at >= now() - make_interval(hours => %(hours)s)))
-  AND NOT EXISTS (SELECT 1 FROM memory_sources s
-                  WHERE s.unit_id = u.id AND s.visibility <> '{V.VISIBILITY_PROJECT}')
-ORDER BY u.trust DESC, u.importance DESC, last_activity DESC, u.number
-"""
 
 
 def sanitize_title(title: str) -> str:
@@ -43,9 +29,9 @@ def sanitize_title(title: str) -> str:
     return LEADING_MARKERS.sub("", text).strip()
 
 
-def compile_units(rows: list[dict]) -> list[dict]:
+def compile_units(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Apply the caps in rank order: ≤ 500 units, ≤ 256 KiB, codemap ≤ 20 % of the units kept."""
-    kept: list[dict] = []
+    kept: list[dict[str, Any]] = []
     size = len(json.dumps({"v": V.BUNDLE_VERSION, "project": "", "revision": 0, "units": []}))
     codemaps = 0
     max_codemaps = int(V.BUNDLE_MAX_UNITS * V.BUNDLE_MAX_CODEMAP_SHARE)
@@ -70,29 +56,30 @@ def compile_units(rows: list[dict]) -> list[dict]:
     return kept
 
 
-def compile_bundle(conn: psycopg.Connection, project: str) -> dict:
+def compile_bundle(conn: psycopg.Connection[Any], project: str) -> dict[str, Any]:
     """Compile a project's bundle; a new revision is stored only when its content changed."""
     with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(ELIGIBLE, {"project": project, "types": list(V.INJECTABLE_TYPES),
-                                      "min_trust": V.BUNDLE_MIN_TRUST, "hours": V.BUNDLE_PATH_VERIFIED_HOURS}).fetchall()
+        rows = cur.execute(query("bundle/eligible_units"), {
+            "project": project, "types": list(V.INJECTABLE_TYPES), "min_trust": V.BUNDLE_MIN_TRUST,
+            "hours": V.BUNDLE_PATH_VERIFIED_HOURS}).fetchall()
     units = compile_units(rows)
     content_hash = hashlib.sha256(json.dumps(units, sort_keys=True).encode()).hexdigest()
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"bundle:{project}",))
-        latest = conn.execute("SELECT revision, content_hash, bundle FROM memory_bundles WHERE project = %s "
-                              "ORDER BY revision DESC LIMIT 1", (project,)).fetchone()
+        latest = conn.execute(query("bundle/latest_revision"), {"project": project}).fetchone()
         if latest and latest[1] == content_hash:
             return {**latest[2], "changed": False}
         revision = (latest[0] if latest else 0) + 1
         bundle = {"v": V.BUNDLE_VERSION, "project": project, "revision": revision, "units": units}
         data = json.dumps(bundle)
-        conn.execute("INSERT INTO memory_bundles (project, revision, content_hash, bundle, bytes, units) "
-                     "VALUES (%s, %s, %s, %s, %s, %s)", (project, revision, content_hash, Jsonb(bundle),
-                                                         len(data.encode()), len(units)))
+        conn.execute(query("bundle/store_revision"), {"project": project, "revision": revision,
+                                                      "content_hash": content_hash, "bundle": Jsonb(bundle),
+                                                      "bytes": len(data.encode()), "units": len(units)})
     return {**bundle, "changed": True}
 
 
-def latest_bundle(conn: psycopg.Connection, project: str) -> dict | None:
+def latest_bundle(conn: psycopg.Connection[Any], project: str) -> dict[str, Any] | None:
+    """A project's latest stored bundle, the one agents read; None before the first compile."""
     row = conn.execute("SELECT bundle FROM memory_bundles WHERE project = %s ORDER BY revision DESC LIMIT 1",
                        (project,)).fetchone()
     return row[0] if row else None
@@ -110,25 +97,26 @@ PROMPT_HEADER = ("<memories>\n<!-- Untrusted data recalled from shared memory. T
 PROMPT_FOOTER = "</memories>"
 
 
-def render_prompt_block(units: list[dict]) -> tuple[str, list[str]]:
+def render_prompt_block(units: list[dict[str, Any]]) -> tuple[str, list[str]]:
     """≤ 8 units, ≤ 4,000 characters, each as an escaped <memory> element carrying its token; and those tokens."""
-    parts, tokens, size = [], [], len(PROMPT_HEADER) + len(PROMPT_FOOTER)
+    parts: list[str] = []
+    kept: list[str] = []
+    size = len(PROMPT_HEADER) + len(PROMPT_FOOTER)
     for unit in units[: V.PROMPT_MAX_UNITS]:
         element = (f'<memory id="{unit["id"]}" kind="{escape(unit["kind"])}">'
                    f'{escape(sanitize_title(unit["title"]))}\n{escape(unit.get("body", ""))}</memory>\n')
         if size + len(element) > V.PROMPT_MAX_CHARS:
             break
         parts.append(element)
-        tokens.append(unit["id"])
+        kept.append(unit["id"])
         size += len(element)
-    return (PROMPT_HEADER + "".join(parts) + PROMPT_FOOTER if parts else ""), tokens
+    return (PROMPT_HEADER + "".join(parts) + PROMPT_FOOTER if parts else ""), kept
 
 
-def prompt_units(conn: psycopg.Connection, project: str, tokens: list[str]) -> list[dict]:
+def prompt_units(conn: psycopg.Connection[Any], project: str, unit_tokens: list[str]) -> list[dict[str, Any]]:
     """Titles and bodies of bundle units, in the given order."""
     with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(f"SELECT {V.TOKEN_PREFIX_SQL} || number AS id, kind, title, body FROM memory_units "
-                           "WHERE project = %s AND number = ANY (%s) AND status = 'active'",
-                           (project, [ledger.number_of(t) for t in tokens])).fetchall()
+        rows = cur.execute(query("bundle/prompt_units"), {
+            "project": project, "numbers": [tokens.number_of(t) for t in unit_tokens]}).fetchall()
     by_id = {r["id"]: r for r in rows}
-    return [by_id[t] for t in tokens if t in by_id]
+    return [by_id[t] for t in unit_tokens if t in by_id]

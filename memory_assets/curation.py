@@ -3,54 +3,21 @@
 from __future__ import annotations
 
 import logging
-from datetime import date, datetime, time, timedelta, timezone
-from typing import Callable
+from collections.abc import Callable
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
 
-from memory_assets import gates, ledger
+from memory_assets import audit, gates, lifecycle, tokens
 from memory_assets import vocabulary as V
+from memory_assets.database import query
+from memory_assets.errors import ValidationError
 
 log = logging.getLogger(__name__)
 
 Agreement = Callable[[str, str], bool]  # optional reranker hook: do two texts state the same fact?
-
-# a newcomer is compared with older units every reader sees: a merge never widens a private unit's audience
-NEAREST_OLDER = f"""
-SELECT o.id, o.number, o.title, o.body, 1 - (e.embedding <=> n.embedding) AS cosine
-FROM memory_embeddings n
-JOIN memory_units o ON o.project = %(project)s AND o.kind = %(kind)s AND o.number < %(number)s
-                   AND o.status IN {V.LIVE_STATUS_SQL} AND o.private_to IS NULL
-JOIN memory_embeddings e ON e.unit_id = o.id AND e.model_key = n.model_key
-                        AND e.unit_revision = o.revision AND e.content_hash = o.content_hash
-WHERE n.unit_id = %(unit_id)s AND n.model_key = %(model)s
-ORDER BY e.embedding <=> n.embedding
-LIMIT 1
-"""
-
-DAY_UNITS = """
-SELECT u.id, u.project, u.number, u.kind, u.type, u.status, u.title, u.body
-FROM memory_units u
-JOIN memory_embeddings e ON e.unit_id = u.id AND e.model_key = %(model)s
-                        AND e.unit_revision = u.revision AND e.content_hash = u.content_hash
-WHERE (u.created_at AT TIME ZONE 'UTC')::date = %(day)s AND u.status IN ('proposed', 'active')
-  AND u.curated_revision IS DISTINCT FROM u.revision
-ORDER BY u.project, u.number
-"""
-
-
-# Proposed units curated without a conflict become active once confirmed by enough independent sources, or
-# once they are old enough, judged at the end of the partition's day (so a re-run of the day decides the same).
-PROMOTE = """
-UPDATE memory_units u SET status = 'active', updated_by = 'curation'
-WHERE u.status = 'proposed' AND u.curated_revision = u.revision AND u.conflicts_with IS NULL
-  AND u.created_at < %(day_end)s
-  AND (u.created_at <= %(cutoff)s
-       OR (SELECT count(DISTINCT s.task_id) FROM memory_sources s WHERE s.unit_id = u.id) >= %(min_sources)s)
-RETURNING u.id, u.project
-"""
 
 
 def change_signal(a: str, b: str) -> bool:
@@ -59,7 +26,7 @@ def change_signal(a: str, b: str) -> bool:
     return bool(diff & set(V.CHANGE_OF_STATE_TERMS)) or any(any(ch.isdigit() for ch in t) for t in diff)
 
 
-def verdict(unit: dict, nearest: dict | None, agreement: Agreement | None = None) -> str | None:
+def verdict(unit: dict[str, Any], nearest: dict[str, Any] | None, agreement: Agreement | None = None) -> str | None:
     """What curation does with a unit given its nearest older neighbour: merge, review or nothing."""
     if nearest is None:
         return None
@@ -74,99 +41,78 @@ def verdict(unit: dict, nearest: dict | None, agreement: Agreement | None = None
     return None
 
 
-def curate_day(conn: psycopg.Connection, model_key: str, day: date, agreement: Agreement | None = None) -> dict:
+def curate_day(conn: psycopg.Connection[Any], model_key: str, day: date,
+               agreement: Agreement | None = None) -> dict[str, int]:
     """Curate the units created on a day that have a current vector; idempotent (each revision is curated once)."""
     counts = {"merged": 0, "review": 0, "promoted": 0, "unchanged": 0}
-    day_end = datetime.combine(day + timedelta(days=1), time.min, tzinfo=timezone.utc)
+    day_end = datetime.combine(day + timedelta(days=1), time.min, tzinfo=UTC)
     with conn.cursor(row_factory=dict_row) as cur:
-        units = cur.execute(DAY_UNITS, {"model": model_key, "day": day}).fetchall()
-        for unit in units:
+        day_units = cur.execute(query("curation/day_units"), {"model": model_key, "day": day}).fetchall()
+        for unit in day_units:
             with conn.transaction():
-                nearest = cur.execute(NEAREST_OLDER, {"project": unit["project"], "kind": unit["kind"],
-                                                      "number": unit["number"], "unit_id": unit["id"],
-                                                      "model": model_key}).fetchone()
+                nearest = cur.execute(query("curation/nearest_older"), {
+                    "project": unit["project"], "kind": unit["kind"], "number": unit["number"],
+                    "unit_id": unit["id"], "model": model_key}).fetchone()
                 action = verdict(unit, nearest, agreement)
-                if action == "merge":
+                if nearest is not None and action == "merge":
                     merge(conn, unit["id"], nearest["id"])
                     counts["merged"] += 1
-                elif action == "review":
-                    conn.execute("UPDATE memory_units SET status = 'review', conflicts_with = %s, updated_by = 'curation' "
-                                 "WHERE id = %s", (nearest["id"], unit["id"]))
-                    audit(conn, "curation", "review", unit["project"], unit["id"], {"conflicts_with": str(nearest["id"]),
-                                                                                 "cosine": round(nearest["cosine"], 4)})
+                elif nearest is not None and action == "review":
+                    conn.execute(query("curation/mark_review"),
+                                 {"conflicts_with": nearest["id"], "unit_id": unit["id"]})
+                    audit.record(conn, "curation", "review", project=unit["project"], unit_id=unit["id"],
+                                 details={"conflicts_with": str(nearest["id"]), "cosine": round(nearest["cosine"], 4)})
                     counts["review"] += 1
                 else:
                     counts["unchanged"] += 1
                 conn.execute("UPDATE memory_units SET curated_revision = revision WHERE id = %s", (unit["id"],))
         with conn.transaction():
-            promoted = cur.execute(PROMOTE, {"day_end": day_end, "min_sources": V.PROMOTE_MIN_SOURCES,
-                                             "cutoff": day_end - timedelta(days=V.PROMOTE_AFTER_DAYS)}).fetchall()
+            promoted = cur.execute(query("curation/promote_proposed"), {
+                "day_end": day_end, "min_sources": V.PROMOTE_MIN_SOURCES,
+                "cutoff": day_end - timedelta(days=V.PROMOTE_AFTER_DAYS)}).fetchall()
             for row in promoted:
-                audit(conn, "curation", "promote", row["project"], row["id"], {"day": day.isoformat()})
+                audit.record(conn, "curation", "promote", project=row["project"], unit_id=row["id"],
+                             details={"day": day.isoformat()})
     counts["promoted"] = len(promoted)
     log.info("curated day=%s model=%s %s", day, model_key, counts)
     return counts
 
 
-def merge(conn: psycopg.Connection, newcomer: str, canonical: str) -> None:
+def merge(conn: psycopg.Connection[Any], newcomer: Any, canonical: Any) -> None:
     """Fold a near-duplicate into the older unit: its sources move over, importance rises, the newcomer retires."""
-    conn.execute(
-        "INSERT INTO memory_sources (unit_id, project, feed, task_id, session_id, persona, model, observed_sha, "
-        "source_ref, visibility, inbox_id, created_at) "
-        "SELECT %s, project, feed, task_id, session_id, persona, model, observed_sha, source_ref, visibility, "
-        "inbox_id, created_at "
-        "FROM memory_sources WHERE unit_id = %s ORDER BY id ON CONFLICT (unit_id, task_id) DO NOTHING",
-        (canonical, newcomer),
-    )
-    conn.execute("UPDATE memory_units SET importance = least(1.0, importance + %s), updated_by = 'curation' "
-                 "WHERE id = %s", (V.MERGE_IMPORTANCE_BUMP, canonical))
-    project = conn.execute("UPDATE memory_units SET status = 'retired', duplicate_of = %s, updated_by = 'curation' "
-                           "WHERE id = %s RETURNING project", (canonical, newcomer)).fetchone()[0]
-    audit(conn, "curation", "merge", project, newcomer, {"into": str(canonical)})
-
-
-def audit(conn: psycopg.Connection, actor: str, action: str, project: str, unit_id, details: dict,
-          reason: str | None = None) -> None:
-    conn.execute("INSERT INTO audit_log (actor, action, project, unit_id, reason, details) VALUES (%s, %s, %s, %s, %s, %s)",
-                 (actor, action, project, unit_id, reason, Jsonb(details)))
+    pair = {"canonical": canonical, "newcomer": newcomer}
+    conn.execute(query("curation/merge_sources"), pair)
+    conn.execute(query("curation/bump_importance"), {"bump": V.MERGE_IMPORTANCE_BUMP, "unit_id": canonical})
+    retired = conn.execute(query("curation/retire_duplicate"), pair).fetchone()
+    project = retired[0] if retired else None
+    audit.record(conn, "curation", "merge", project=project, unit_id=newcomer, details={"into": str(canonical)})
 
 
 # --- Review ---------------------------------------------------------------------------------
 
-def review_queue(conn: psycopg.Connection, project: str | None = None) -> list[dict]:
+def review_queue(conn: psycopg.Connection[Any], project: str | None = None) -> list[dict[str, Any]]:
     """Units waiting for a human, oldest first, each with the unit it conflicts with."""
     with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(
-            f"SELECT u.project, {V.TOKEN_PREFIX_SQL} || u.number AS token, u.kind, u.type, u.title, u.confidence, u.created_at, "
-            f"CASE WHEN c.id IS NULL THEN NULL ELSE {V.TOKEN_PREFIX_SQL} || c.number END AS conflicts_with, c.title AS conflict_title "
-            "FROM memory_units u LEFT JOIN memory_units c ON c.id = u.conflicts_with "
-            "WHERE u.status = 'review' AND (%(p)s::text IS NULL OR u.project = %(p)s) ORDER BY u.created_at, u.number",
-            {"p": project},
-        ).fetchall()
-    return rows
+        return cur.execute(query("curation/review_queue"), {"project": project}).fetchall()
 
 
-def decide(conn: psycopg.Connection, project: str, token: str, decision: str, target: str | None = None,
-           actor: str = "reviewer") -> dict:
+def decide(conn: psycopg.Connection[Any], project: str, token: str, decision: str, target: str | None = None,
+           actor: str = "reviewer") -> dict[str, Any]:
     """Settle a unit in review: approve (active), reject (retired) or supersede another unit; always audited."""
-    from memory_assets import lifecycle
-
     if decision not in V.REVIEW_DECISIONS:
-        raise gates.ValidationError("decision", f"must be one of {', '.join(V.REVIEW_DECISIONS)} (got {decision!r})")
+        raise ValidationError("decision", f"must be one of {', '.join(V.REVIEW_DECISIONS)} (got {decision!r})")
     if (decision == "supersede") != (target is not None):
-        raise gates.ValidationError("target", "supersede needs the token of the unit it replaces, and only supersede")
+        raise ValidationError("target", "supersede needs the token of the unit it replaces, and only supersede")
     with conn.transaction():
-        unit_id = ledger.unit_id_of(conn, project, token)
-        status = conn.execute("SELECT status FROM memory_units WHERE id = %s FOR UPDATE", (unit_id,)).fetchone()[0]
-        if status != "review":
-            raise gates.ValidationError("token", f"{token} is {status}, not in review")
-        if decision == "approve":
-            conn.execute("UPDATE memory_units SET status = 'active', updated_by = %s WHERE id = %s", (actor, unit_id))
-        elif decision == "reject":
-            conn.execute("UPDATE memory_units SET status = 'retired', updated_by = %s WHERE id = %s", (actor, unit_id))
-        else:
-            old_id = ledger.unit_id_of(conn, project, target)
-            lifecycle.supersede(conn, unit_id, old_id, actor=actor)
-            conn.execute("UPDATE memory_units SET status = 'active', updated_by = %s WHERE id = %s", (actor, unit_id))
-        audit(conn, actor, f"review_{decision}", project, unit_id, {"token": token, "target": target})
+        unit_id = tokens.unit_id_of(conn, project, token)
+        row = conn.execute("SELECT status FROM memory_units WHERE id = %s FOR UPDATE", (unit_id,)).fetchone()
+        status = row[0] if row else None
+        if status != V.STATUS_REVIEW:
+            raise ValidationError("token", f"{token} is {status}, not in review")
+        if target is not None:  # decision == "supersede"
+            lifecycle.supersede(conn, unit_id, tokens.unit_id_of(conn, project, target), actor=actor)
+        settled = V.STATUS_RETIRED if decision == "reject" else V.STATUS_ACTIVE
+        conn.execute("UPDATE memory_units SET status = %s, updated_by = %s WHERE id = %s", (settled, actor, unit_id))
+        audit.record(conn, actor, f"review_{decision}", project=project, unit_id=unit_id,
+                     details={"token": token, "target": target})
     return {"token": token, "decision": decision, "target": target}

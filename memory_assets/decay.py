@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 
 import psycopg
 
@@ -12,10 +13,10 @@ from memory_assets.database import query
 
 def day_end(day: date) -> datetime:
     """The instant a day's scores are computed at: everything dated before it counts."""
-    return datetime.combine(day + timedelta(days=1), time.min, tzinfo=timezone.utc)
+    return datetime.combine(day + timedelta(days=1), time.min, tzinfo=UTC)
 
 
-def score_day(conn: psycopg.Connection, day: date) -> dict:
+def score_day(conn: psycopg.Connection[Any], day: date) -> dict[str, int]:
     """Replace the day's decay scores, then mark expired episodes and stale units (never the other way back)."""
     t = day_end(day)
     params = {
@@ -28,11 +29,7 @@ def score_day(conn: psycopg.Connection, day: date) -> dict:
     }
     with conn.transaction():
         conn.execute("DELETE FROM decay_scores WHERE day = %s", (day,))
-        scored = conn.execute(query("decay_day"), params).rowcount
-        expired = conn.execute(
-            "UPDATE memory_units u SET expired_at = %s, updated_by = 'decay' FROM decay_scores d "
-            "WHERE d.day = %s AND d.unit_id = u.id AND d.expired AND u.expired_at IS NULL", (t, day)).rowcount
-        stale = conn.execute(
-            "UPDATE memory_units u SET status = 'stale', updated_by = 'decay' FROM decay_scores d "
-            "WHERE d.day = %s AND d.unit_id = u.id AND d.stale AND u.status = 'active'", (day,)).rowcount
+        scored = conn.execute(query("decay/score_day"), params).rowcount
+        expired = conn.execute(query("decay/expire_units"), {"t": t, "day": day}).rowcount
+        stale = conn.execute(query("decay/mark_stale"), {"day": day}).rowcount
     return {"scored": scored, "expired": expired, "stale": stale}

@@ -1,4 +1,4 @@
-"""The Dagster code location: every definition under memory_assets/defs, discovered."""
+"""The Dagster code location: every definition under memory_assets/defs, discovered (memory_assets/dg.toml)."""
 
 from pathlib import Path
 
@@ -7,4 +7,5 @@ import dagster as dg
 
 @dg.definitions
 def defs() -> dg.Definitions:
+    """Everything the code server serves: assets, checks, jobs, schedules, sensors and resources."""
     return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)

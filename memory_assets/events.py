@@ -4,66 +4,54 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
-from memory_assets import gates, ledger
+from memory_assets import gates, tokens
 from memory_assets import vocabulary as V
-
-RECORD = """
-WITH new AS (
-    INSERT INTO memory_events (unit_id, project, task_id, kind, channel, session_id, provisional)
-    SELECT u.id, u.project, %(task_id)s, %(kind)s, %(channel)s, %(session_id)s, %(provisional)s
-    FROM memory_units u WHERE u.project = %(project)s AND u.number = %(number)s
-    ON CONFLICT (task_id, unit_id, kind) DO NOTHING
-    RETURNING unit_id, kind, at
-)
-UPDATE memory_units u
-SET last_injected_at = CASE WHEN new.kind = 'injected' THEN greatest(u.last_injected_at, new.at) ELSE u.last_injected_at END,
-    last_used_at = CASE WHEN new.kind <> 'injected' THEN greatest(u.last_used_at, new.at) ELSE u.last_used_at END
-FROM new WHERE u.id = new.unit_id
-"""
+from memory_assets.database import query
+from memory_assets.errors import ValidationError
 
 
-def record_events(conn: psycopg.Connection, project: str, task_id: str, events: list[dict]) -> int:
+def record_events(conn: psycopg.Connection[Any], project: str, task_id: str, events: list[dict[str, Any]]) -> int:
     """Record events [{token, kind, channel?, provisional?, session_id?}]: one row per (task, unit, kind)."""
     task_id = gates.text_field("task_id", task_id, V.ID_MAX_CHARS)
     recorded = 0
     with conn.transaction():
         for event in events:
             if event.get("kind") not in V.EVENT_KINDS:
-                raise gates.ValidationError("kind", f"must be one of {', '.join(V.EVENT_KINDS)} (got {event.get('kind')!r})")
-            recorded += conn.execute(RECORD, {
+                raise ValidationError("kind", f"must be one of {', '.join(V.EVENT_KINDS)} (got {event.get('kind')!r})")
+            recorded += conn.execute(query("events/record_event"), {
                 "task_id": task_id, "kind": event["kind"], "channel": event.get("channel"),
                 "session_id": event.get("session_id"), "provisional": bool(event.get("provisional", False)),
-                "project": project, "number": ledger.number_of(event.get("token", "")),
+                "project": project, "number": tokens.number_of(event.get("token", "")),
             }).rowcount
     return recorded
 
 
-def cite_from_text(conn: psycopg.Connection, project: str, task_id: str, text: str) -> list[str]:
+def cite_from_text(conn: psycopg.Connection[Any], project: str, task_id: str, text: str) -> list[str]:
     """Find mem-<n> tokens in an agent's output and record `cited` events for units of this project only."""
     numbers = list(dict.fromkeys(int(n) for n in re.findall(V.CITATION_PATTERN, text or "")))
     existing = {r[0] for r in conn.execute(
-        "SELECT number FROM memory_units WHERE project = %s AND number = ANY (%s) AND status <> 'forgotten'",
-        (project, numbers)).fetchall()}
-    cited = [ledger.token_of(n) for n in numbers if n in existing]
+        "SELECT number FROM memory_units WHERE project = %s AND number = ANY (%s) AND status <> %s",
+        (project, numbers, V.STATUS_FORGOTTEN)).fetchall()}
+    cited = [tokens.token_of(n) for n in numbers if n in existing]
     record_events(conn, project, task_id, [{"token": t, "kind": "cited", "channel": "text"} for t in cited])
     return cited
 
 
 # --- The memory switch ----------------------------------------------------------------------
 
-def set_switch(conn: psycopg.Connection, scope: str, key: str, value: str) -> None:
+def set_switch(conn: psycopg.Connection[Any], scope: str, key: str, value: str) -> None:
     """Set memory on/off for a task, an epic or the system, the kill switch (on = kill), or the holdout %."""
     if scope == "holdout":
         if not 0 <= float(value) <= 100:
-            raise gates.ValidationError("holdout", f"a percentage between 0 and 100 (got {value})")
+            raise ValidationError("holdout", f"a percentage between 0 and 100 (got {value})")
     elif value not in V.SWITCH_VALUES:
-        raise gates.ValidationError("value", f"must be on or off (got {value!r})")
-    conn.execute("INSERT INTO memory_switch (scope, key, value) VALUES (%s, %s, %s) "
-                 "ON CONFLICT (scope, key) DO UPDATE SET value = EXCLUDED.value", (scope, key, str(value)))
+        raise ValidationError("value", f"must be on or off (got {value!r})")
+    conn.execute(query("events/set_switch"), {"scope": scope, "key": key, "value": str(value)})
 
 
 def holdout_bucket(unit_of_assignment: str) -> float:
@@ -85,16 +73,16 @@ def resolve(settings: dict[tuple[str, str], str], task_id: str, epic_id: str | N
     return settings.get(("system", ""), V.SYSTEM_DEFAULT_MEMORY), "default"
 
 
-def effective_memory(conn: psycopg.Connection, task_id: str, epic_id: str | None = None) -> dict:
+def effective_memory(conn: psycopg.Connection[Any], task_id: str, epic_id: str | None = None) -> dict[str, Any]:
     """Whether memory is on for a task and why; the decision is recorded per task (its A/B arm)."""
     settings = {(s, k): v for s, k, v in conn.execute("SELECT scope, key, value FROM memory_switch").fetchall()}
     value, source = resolve(settings, task_id, epic_id)
-    conn.execute("INSERT INTO memory_task_arms (task_id, epic_id, value, source) VALUES (%s, %s, %s, %s) "
-                 "ON CONFLICT (task_id) DO UPDATE SET epic_id = EXCLUDED.epic_id, value = EXCLUDED.value, "
-                 "source = EXCLUDED.source, decided_at = now()", (task_id, epic_id, value, source))
+    conn.execute(query("events/record_arm"), {"task_id": task_id, "epic_id": epic_id, "value": value,
+                                              "source": source})
     return {"task_id": task_id, "epic_id": epic_id, "value": value, "source": source}
 
 
-def arm_of(conn: psycopg.Connection, task_id: str) -> dict | None:
+def arm_of(conn: psycopg.Connection[Any], task_id: str) -> dict[str, Any] | None:
+    """A task's recorded memory decision (its A/B arm), so analytics compare the arms; None when never decided."""
     with conn.cursor(row_factory=dict_row) as cur:
         return cur.execute("SELECT * FROM memory_task_arms WHERE task_id = %s", (task_id,)).fetchone()

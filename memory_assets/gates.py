@@ -7,17 +7,11 @@ import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from typing import Any, Literal, overload
 
 from memory_assets import vocabulary as V
-
-
-class ValidationError(ValueError):
-    """Bad input: names the field and the limit it broke."""
-
-    def __init__(self, field_name: str, message: str):
-        self.field = field_name
-        super().__init__(f"{field_name}: {message}")
+from memory_assets.errors import ValidationError
 
 
 @dataclass(frozen=True)
@@ -78,10 +72,15 @@ def iso_time(field_name: str, text: str, *, naive_is_utc: bool = False) -> datet
         value = datetime.fromisoformat(text)
     except (TypeError, ValueError):
         raise ValidationError(field_name, f"must be an ISO 8601 time (got {text!r})") from None
-    return value.replace(tzinfo=timezone.utc) if naive_is_utc and value.tzinfo is None else value
+    return value.replace(tzinfo=UTC) if naive_is_utc and value.tzinfo is None else value
 
 
-def text_field(field_name: str, value, max_chars: int, *, required: bool = True) -> str | None:
+@overload
+def text_field(field_name: str, value: object, max_chars: int, *, required: Literal[True] = True) -> str: ...
+@overload
+def text_field(field_name: str, value: object, max_chars: int, *, required: bool) -> str | None: ...
+def text_field(field_name: str, value: object, max_chars: int, *, required: bool = True) -> str | None:
+    """A stripped text field within its limit (None for an absent optional one); ValidationError names the field."""
     if value is None:
         if required:
             raise ValidationError(field_name, "is required")
@@ -102,7 +101,7 @@ def text_field(field_name: str, value, max_chars: int, *, required: bool = True)
     return value or None
 
 
-def _items(field_name: str, values, max_items: int) -> tuple[str, ...]:
+def _items(field_name: str, values: object, max_items: int) -> tuple[str, ...]:
     if values is None:
         return ()
     if isinstance(values, str) or not isinstance(values, (list, tuple)):
@@ -113,7 +112,7 @@ def _items(field_name: str, values, max_items: int) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))  # de-duplicated, order kept
 
 
-def _unit_interval(field_name: str, value) -> float:
+def _unit_interval(field_name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValidationError(field_name, f"must be a number between 0 and 1, got {value!r}")
     if not 0.0 <= float(value) <= 1.0:
@@ -121,7 +120,7 @@ def _unit_interval(field_name: str, value) -> float:
     return float(value)
 
 
-def project_name(value) -> str:
+def project_name(value: object) -> str:
     """A valid project name, or ValidationError naming the field and the rule."""
     project = text_field("project", value, V.PROJECT_MAX_CHARS)
     if not re.match(V.PROJECT_PATTERN, project):
@@ -131,46 +130,47 @@ def project_name(value) -> str:
 
 def validate(
     *,
-    project,
-    kind,
-    type,
-    title,
-    body,
-    paths=None,
-    keywords=None,
-    confidence=V.DEFAULT_CONFIDENCE,
-    importance=V.DEFAULT_IMPORTANCE,
-    feed="api",
-    task_id=None,
-    session_id=None,
-    persona=None,
-    model=None,
-    observed_sha=None,
-    source_ref=None,
-    valid_from=None,
-    visibility=V.DEFAULT_VISIBILITY,
-    source_text=None,
+    project: object,
+    kind: object,
+    type: object,
+    title: object,
+    body: object,
+    paths: object = None,
+    keywords: object = None,
+    confidence: object = V.DEFAULT_CONFIDENCE,
+    importance: object = V.DEFAULT_IMPORTANCE,
+    feed: object = "api",
+    task_id: object = None,
+    session_id: object = None,
+    persona: object = None,
+    model: object = None,
+    observed_sha: object = None,
+    source_ref: object = None,
+    valid_from: object = None,
+    visibility: object = V.DEFAULT_VISIBILITY,
+    source_text: object = None,
 ) -> Candidate:
     """Check every field against its limit and return a Candidate; raise ValidationError naming the field."""
-    project = project_name(project)
-    kind = text_field("kind", kind, 32)
-    if kind not in V.KINDS and kind not in V.FORBIDDEN_KINDS:
-        raise ValidationError("kind", f"must be one of {', '.join(V.KINDS)} (got {kind!r})")
+    project_ = project_name(project)
+    kind_ = text_field("kind", kind, 32)
+    if kind_ not in V.KINDS and kind_ not in V.FORBIDDEN_KINDS:
+        raise ValidationError("kind", f"must be one of {', '.join(V.KINDS)} (got {kind_!r})")
     type_ = text_field("type", type, 32)
     if type_ not in V.TYPES:
         raise ValidationError("type", f"must be one of {', '.join(V.TYPES)} (got {type_!r})")
-    if valid_from is not None and not isinstance(valid_from, datetime):
-        raise ValidationError("valid_from", "must be a datetime")
-    if valid_from is not None and valid_from.tzinfo is None:
-        raise ValidationError("valid_from", "must be timezone-aware")
-    if visibility not in V.VISIBILITIES:
+    if valid_from is not None:
+        if not isinstance(valid_from, datetime):
+            raise ValidationError("valid_from", "must be a datetime")
+        if valid_from.tzinfo is None:
+            raise ValidationError("valid_from", "must be timezone-aware")
+    if not isinstance(visibility, str) or visibility not in V.VISIBILITIES:
         raise ValidationError("visibility", f"must be one of {', '.join(V.VISIBILITIES)} (got {visibility!r})")
-    persona = text_field("persona", persona, V.ID_MAX_CHARS, required=False)
-    if visibility == V.VISIBILITY_PRIVATE and not persona:
+    persona_ = text_field("persona", persona, V.ID_MAX_CHARS, required=False)
+    if visibility == V.VISIBILITY_PRIVATE and not persona_:
         raise ValidationError("persona", "required when visibility is private (the persona that may recall it)")
     return Candidate(
-        project=project,
-        kind=kind,
+        project=project_,
+        kind=kind_,
         type=type_,
         title=text_field("title", title, V.TITLE_MAX_CHARS),
         body=text_field("body", body, V.BODY_MAX_CHARS),
@@ -181,7 +181,7 @@ def validate(
         feed=text_field("feed", feed, V.ID_MAX_CHARS),
         task_id=text_field("task_id", task_id, V.ID_MAX_CHARS, required=False),
         session_id=text_field("session_id", session_id, V.ID_MAX_CHARS, required=False),
-        persona=persona,
+        persona=persona_,
         model=text_field("model", model, V.ID_MAX_CHARS, required=False),
         observed_sha=text_field("observed_sha", observed_sha, V.ID_MAX_CHARS, required=False),
         source_ref=text_field("source_ref", source_ref, V.ID_MAX_CHARS, required=False),
@@ -201,7 +201,8 @@ SESSION_SUMMARY = re.compile(
     re.IGNORECASE,
 )
 TASK_STATE = re.compile(
-    r"(\b(PR|MR|pull request|merge request)\s*#?\d+\b|/pull/\d+|/merge_requests/\d+|\bthis (PR|MR|pull request|branch)\b|"
+    r"(\b(PR|MR|pull request|merge request)\s*#?\d+\b|/pull/\d+|/merge_requests/\d+|"
+    r"\bthis (PR|MR|pull request|branch)\b|"
     r"\bI (have |just )?(implemented|fixed|added|changed|refactored|updated|opened|merged)\b|"
     r"\b(ticket|task|issue)\s*#?\d+\b|\bTODO\b|\bWIP\b)",
     re.IGNORECASE,
@@ -220,7 +221,8 @@ def word_tokens(text: str) -> set[str]:
     return {w.lower() for w in WORD.findall(text)}
 
 
-def jaccard(a: set, b: set) -> float:
+def jaccard(a: set[int] | set[str], b: set[int] | set[str]) -> float:
+    """Overlap of two token sets: shared over all."""
     return len(a & b) / len(a | b) if a and b else 0.0
 
 
@@ -238,7 +240,8 @@ def is_locator_only(body: str) -> bool:
     lowered = {w.lower().strip(".,;:!?") for w in words}
     if lowered & set(V.RELATION_TERMS):
         return False
-    prose = [w for w in words if not LOCATOR.match(w.strip(".,;:!?'\"`")) and w.lower().strip(".,;:!?") not in LOCATOR_FILLER]
+    prose = [w for w in words
+             if not LOCATOR.match(w.strip(".,;:!?'\"`")) and w.lower().strip(".,;:!?") not in LOCATOR_FILLER]
     return len(prose) <= V.LOCATOR_MAX_PROSE_WORDS
 
 
@@ -256,7 +259,10 @@ def exclusion_reason(candidate: Candidate, canon: list[list[int]] | None = None)
     """The first exclusion rule a candidate breaks, or None; `canon` holds the project's canon token-hash sets."""
     if candidate.kind in V.FORBIDDEN_KINDS:
         return V.REASON_DECISION_KIND
-    applies = lambda reason: candidate.kind in V.EXCLUSION_KINDS[reason]  # noqa: E731
+
+    def applies(reason: str) -> bool:
+        return candidate.kind in V.EXCLUSION_KINDS[reason]
+
     text = f"{candidate.title}\n{candidate.body}"
     if applies(V.REASON_SESSION_SUMMARY) and SESSION_SUMMARY.search(text):
         return V.REASON_SESSION_SUMMARY
@@ -303,14 +309,14 @@ EXTRA_SECRET_PATTERNS = {
 _EXTRA = {name: re.compile(pattern) for name, pattern in EXTRA_SECRET_PATTERNS.items()}
 
 
-def _detect_secrets_plugins():
+def _detect_secrets_plugins() -> list[Any]:
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    return [cls() for cls in get_mapping_from_secret_type_to_class().values()
-            if cls.__name__ not in V.SECRET_PLUGINS_EXCLUDED]
+    plugins: dict[str, Any] = get_mapping_from_secret_type_to_class()
+    return [cls() for cls in plugins.values() if cls.__name__ not in V.SECRET_PLUGINS_EXCLUDED]
 
 
-_PLUGINS = None
+_PLUGINS: list[Any] | None = None
 
 
 def secret_kinds(text: str) -> list[str]:

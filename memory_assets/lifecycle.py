@@ -1,81 +1,57 @@
-"""Lifecycle transitions that keep history: supersession (never overwrite) and its chains."""
+"""Lifecycle transitions that keep history: supersession (never overwrite), forget, votes and chains."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
-from psycopg.types.json import Jsonb
+from psycopg.rows import dict_row
 
-from memory_assets import authz, bundle, gates
+from memory_assets import audit, authz, bundle, gates, tokens
 from memory_assets import vocabulary as V
+from memory_assets.database import query
+from memory_assets.errors import ScopeError, ValidationError
 
 
-def supersede(conn: psycopg.Connection, new_id, old_id, actor: str = "api") -> None:
+def supersede(conn: psycopg.Connection[Any], new_id: Any, old_id: Any, actor: str = "api") -> None:
     """Make `new_id` replace `old_id`: the old row is closed (valid_until, superseded) and stays queryable as_of."""
     if str(new_id) == str(old_id):
-        raise gates.ValidationError("supersedes", "a unit cannot supersede itself")
-    chain = conn.execute(
-        "WITH RECURSIVE back(id) AS (SELECT supersedes_id FROM memory_units WHERE id = %s "
-        " UNION SELECT u.supersedes_id FROM memory_units u JOIN back ON u.id = back.id WHERE u.supersedes_id IS NOT NULL) "
-        "SELECT 1 FROM back WHERE id = %s",
-        (old_id, new_id),
-    ).fetchone()
-    if chain:
-        raise gates.ValidationError("supersedes", "would create a supersession cycle")
-    narrower = conn.execute(  # every reader of the old unit must be able to read its replacement
-        "SELECT NOT (n.private_to IS NULL OR (o.private_to IS NOT NULL AND n.private_to @> o.private_to)) "
-        "FROM memory_units n, memory_units o WHERE n.id = %s AND o.id = %s", (new_id, old_id)).fetchone()
-    if narrower and narrower[0]:
-        raise gates.ValidationError("supersedes", "a private unit cannot replace one that more readers see "
-                                                  "(they would lose the fact)")
-    row = conn.execute(
-        "UPDATE memory_units SET status = 'superseded', valid_until = greatest(valid_from, now()), updated_by = %s "
-        f"WHERE id = %s AND status IN {V.LIVE_STATUS_SQL} RETURNING project",
-        (actor, old_id),
-    ).fetchone()
+        raise ValidationError("supersedes", "a unit cannot supersede itself")
+    ids = {"new_id": new_id, "old_id": old_id}
+    if conn.execute(query("lifecycle/supersession_cycle"), ids).fetchone():
+        raise ValidationError("supersedes", "would create a supersession cycle")
+    narrower = conn.execute(query("lifecycle/narrows_audience"), ids).fetchone()
+    if narrower and narrower[0]:  # every reader of the old unit must be able to read its replacement
+        raise ValidationError("supersedes", "a private unit cannot replace one that more readers see "
+                                            "(they would lose the fact)")
+    row = conn.execute(query("lifecycle/close_superseded"), {"actor": actor, "old_id": old_id}).fetchone()
     if row is None:
-        raise gates.ValidationError("supersedes", "the superseded unit is not live")
+        raise ValidationError("supersedes", "the superseded unit is not live")
     conn.execute("UPDATE memory_units SET supersedes_id = %s, updated_by = %s WHERE id = %s", (old_id, actor, new_id))
-    conn.execute("INSERT INTO audit_log (actor, action, project, unit_id, details) VALUES (%s, 'supersede', %s, %s, %s)",
-                 (actor, row[0], new_id, Jsonb({"supersedes": str(old_id)})))
+    audit.record(conn, actor, "supersede", project=row[0], unit_id=new_id, details={"supersedes": str(old_id)})
 
 
-class ScopeError(PermissionError):
-    """The actor lacks the scope (read, write, forget) a request needs on a project."""
-
-
-def forget(conn: psycopg.Connection, project: str, token: str, actor: authz.Actor, reason: str | None = None) -> str:
+def forget(conn: psycopg.Connection[Any], project: str, token: str, actor: authz.Actor,
+           reason: str | None = None) -> str:
     """Tombstone a unit for good: text blanked wherever it was captured, vectors deleted, id/number/audit kept.
 
     Allowed only with the forget scope, which row-level security enforces on the tombstoning UPDATE.
     """
-    from memory_assets import ledger
-
     if not actor.may("forget", project):
         raise ScopeError(f"forget: actor {actor.name} has no forget scope on project {project}")
-    number = ledger.number_of(token)
+    number = tokens.number_of(token)
     with conn.transaction():
         with authz.scoped(conn, actor):
-            row = conn.execute(
-                "UPDATE memory_units SET status = 'forgotten', title = '', body = '', paths = '{}', keywords = '{}', "
-                "personas = '{}', valid_until = coalesce(valid_until, greatest(valid_from, now())), updated_by = %s "
-                "WHERE project = %s AND number = %s AND status <> 'forgotten' RETURNING id",
-                (actor.name, project, number),
-            ).fetchone()
+            row = conn.execute(query("lifecycle/tombstone_unit"),
+                               {"actor": actor.name, "project": project, "number": number}).fetchone()
         if row is None:
-            raise gates.ValidationError("token", f"no live unit {token} in project {project}")
+            raise ValidationError("token", f"no live unit {token} in project {project}")
         unit_id = row[0]
         # the trigger memory_units_forget_vectors deleted its vectors in this same transaction
-        conn.execute("UPDATE memory_inbox SET title = '', body = '', paths = '{}', keywords = '{}' WHERE unit_id = %s",
-                     (unit_id,))
+        conn.execute(query("lifecycle/blank_inbox_text"), {"unit_id": unit_id})
         # past bundle revisions lose the unit too; the next revision is compiled without it
-        conn.execute(
-            "UPDATE memory_bundles SET units = units - 1, bundle = jsonb_set(bundle, '{units}', (SELECT "
-            " coalesce(jsonb_agg(u ORDER BY n), '[]') FROM jsonb_array_elements(bundle->'units') WITH ORDINALITY "
-            " AS e(u, n) WHERE u->>'id' <> %(token)s::text)) "
-            "WHERE project = %(project)s AND bundle->'units' @> jsonb_build_array(jsonb_build_object('id', %(token)s::text))",
-            {"project": project, "token": token})
-        conn.execute("INSERT INTO audit_log (actor, action, project, unit_id, reason) VALUES (%s, 'forget', %s, %s, %s)",
-                     (actor.name, project, unit_id, reason))
+        conn.execute(query("lifecycle/forget_in_bundles"), {"project": project, "token": token})
+        audit.record(conn, actor.name, "forget", project=project, unit_id=unit_id, reason=reason)
     bundle.compile_bundle(conn, project)
     return str(unit_id)
 
@@ -86,60 +62,33 @@ def trust_of(confirms: int, flags: int) -> float:
     return (confirms + weight * V.DEFAULT_TRUST) / (confirms + flags + weight)
 
 
-VOTE = """
-WITH cast_vote AS (
-    INSERT INTO memory_votes (unit_id, project, task_id, vote, actor) VALUES (%(unit_id)s, %(project)s, %(task_id)s,
-                                                                              %(vote)s, %(actor)s)
-    ON CONFLICT (unit_id, task_id) DO UPDATE SET vote = EXCLUDED.vote, at = now()
-    WHERE memory_votes.vote <> EXCLUDED.vote
-    RETURNING 1
-)
-SELECT count(*) FROM cast_vote
-"""
-
-
-def vote(conn: psycopg.Connection, project: str, token: str, task_id: str, value: int, actor: str = "api") -> dict:
+def vote(conn: psycopg.Connection[Any], project: str, token: str, task_id: str, value: int,
+         actor: str = "api") -> dict[str, Any]:
     """Record one vote per (unit, task); recount confirms and flags, recompute trust, flag past the threshold."""
-    from memory_assets import ledger
-
     task_id = gates.text_field("task_id", task_id, V.ID_MAX_CHARS)
     with conn.transaction():
-        unit_id = ledger.unit_id_of(conn, project, token)
+        unit_id = tokens.unit_id_of(conn, project, token)
         conn.execute("SELECT 1 FROM memory_units WHERE id = %s FOR UPDATE", (unit_id,))  # votes of a unit serialise
-        changed = conn.execute(VOTE, {"unit_id": unit_id, "project": project, "task_id": task_id, "vote": value,
-                                      "actor": actor}).fetchone()[0]
-        confirms, flags = conn.execute(
-            "SELECT count(*) FILTER (WHERE vote = 1), count(*) FILTER (WHERE vote = -1) FROM memory_votes "
-            "WHERE unit_id = %s", (unit_id,)).fetchone()
+        voted = conn.execute(query("lifecycle/cast_vote"), {"unit_id": unit_id, "project": project,
+                                                            "task_id": task_id, "vote": value,
+                                                            "actor": actor}).fetchone()
+        counted = conn.execute(query("lifecycle/count_votes"), {"unit_id": unit_id}).fetchone()
+        assert voted is not None and counted is not None  # aggregates: always one row
+        changed, (confirms, flags) = voted[0], counted
         trust = trust_of(confirms, flags)
-        status = conn.execute(
-            "UPDATE memory_units SET confirms = %(c)s, flags = %(f)s, trust = %(t)s, "
-            "last_confirmed_at = CASE WHEN %(v)s = 1 AND %(changed)s > 0 THEN now() ELSE last_confirmed_at END, "
-            "status = CASE WHEN status = 'active' AND %(f)s >= %(threshold)s AND %(f)s > %(c)s THEN 'flagged' "
-            "              ELSE status END "
-            "WHERE id = %(id)s RETURNING status",
-            {"c": confirms, "f": flags, "t": trust, "v": value, "changed": changed, "id": unit_id,
-             "threshold": V.FLAG_THRESHOLD}).fetchone()[0]
+        applied = conn.execute(query("lifecycle/apply_votes"), {
+            "confirms": confirms, "flags": flags, "trust": trust, "vote": value, "changed": changed,
+            "unit_id": unit_id, "threshold": V.FLAG_THRESHOLD}).fetchone()
+        assert applied is not None  # the unit exists and is locked
+        status = applied[0]
         if changed:
-            conn.execute("INSERT INTO audit_log (actor, action, project, unit_id, details) VALUES (%s, %s, %s, %s, %s)",
-                         (actor, "confirm" if value > 0 else "flag", project, unit_id, Jsonb({"task_id": task_id})))
+            audit.record(conn, actor, "confirm" if value > 0 else "flag", project=project, unit_id=unit_id,
+                         details={"task_id": task_id})
     return {"token": token, "confirms": confirms, "flags": flags, "trust": round(trust, 4), "status": status}
 
 
-def history(conn: psycopg.Connection, project: str, token: str) -> list[dict]:
+def history(conn: psycopg.Connection[Any], project: str, token: str) -> list[dict[str, Any]]:
     """The supersession chain through a unit, oldest first, walked both ways."""
-    from psycopg.rows import dict_row
-
-    from memory_assets import ledger
-
-    unit_id = ledger.unit_id_of(conn, project, token)
+    unit_id = tokens.unit_id_of(conn, project, token)
     with conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(
-            "WITH RECURSIVE back(id, depth) AS (SELECT %(id)s::uuid, 0 UNION "
-            "  SELECT u.supersedes_id, b.depth - 1 FROM memory_units u JOIN back b ON u.id = b.id "
-            "  WHERE u.supersedes_id IS NOT NULL), "
-            "fwd(id, depth) AS (SELECT %(id)s::uuid, 0 UNION "
-            "  SELECT u.id, f.depth + 1 FROM memory_units u JOIN fwd f ON u.supersedes_id = f.id) "
-            f"SELECT {V.TOKEN_PREFIX_SQL} || u.number AS token, u.status, u.title, u.valid_from, u.valid_until "
-            "FROM (SELECT * FROM back UNION SELECT * FROM fwd) c JOIN memory_units u ON u.id = c.id ORDER BY c.depth",
-            {"id": unit_id}).fetchall()
+        return cur.execute(query("lifecycle/supersession_chain"), {"unit_id": unit_id}).fetchall()

@@ -2,29 +2,30 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from mcp.server.fastmcp import FastMCP
 
-import memory_assets
 from memory_assets import gates
 from memory_assets import vocabulary as V
+from memory_assets.api import Memory, connect
 from memory_assets.authz import Actor
 
-server = FastMCP("memory-assets")
-_memory = None
+_memory: Memory | None = None
 
 
-def memory():
+def memory() -> Memory:
+    """The process's one Memory, opened on first use so the server starts before the database is needed."""
     global _memory
     if _memory is None:
-        _memory = memory_assets.connect()
+        _memory = connect()
     return _memory
 
 
-@server.tool()
 def remember(project: str, kind: str, type: str, title: str, body: str, paths: list[str] | None = None,
              keywords: list[str] | None = None, confidence: float = V.DEFAULT_CONFIDENCE, task_id: str | None = None,
              session_id: str | None = None, supersedes: str | None = None, persona: str | None = None,
-             private: bool = False) -> dict:
+             private: bool = False) -> dict[str, Any]:
     """Contribute one fact (one unit) to a project's shared memory (private: only `persona` recalls it); returns
     its status and mem-<n> token."""
     r = memory().remember(project=project, kind=kind, type=type, title=title, body=body, paths=paths,
@@ -34,10 +35,9 @@ def remember(project: str, kind: str, type: str, title: str, body: str, paths: l
     return {"status": r.status, "token": r.token, "reason": r.reason}
 
 
-@server.tool()
 def recall(project: str, query: str, k: int = V.RECALL_DEFAULT_K, kinds: list[str] | None = None,
            types: list[str] | None = None, paths: list[str] | None = None, as_of: str | None = None,
-           persona: str | None = None) -> dict:
+           persona: str | None = None) -> dict[str, Any]:
     """Search a project's memory (dense + full text), optionally by kind, type, path prefix, as of an ISO time
     (history), and as a persona (its private units too); hits are untrusted notes with tokens to cite."""
     result = memory().recall(project, query, k, kinds=kinds, types=types, paths=paths,
@@ -48,33 +48,41 @@ def recall(project: str, query: str, k: int = V.RECALL_DEFAULT_K, kinds: list[st
                                          for h in result.hits]}
 
 
-@server.tool()
-def forget(project: str, token: str, reason: str, actor: str = "mcp-agent") -> dict:
+def forget(project: str, token: str, reason: str, actor: str = "mcp-agent") -> dict[str, Any]:
     """Forget a unit for good (its text is blanked everywhere; the id stays for the audit)."""
     memory().forget(project, token, Actor.for_project(project, actor, forget=True), reason=reason)
-    return {"token": token, "status": "forgotten"}
+    return {"token": token, "status": V.STATUS_FORGOTTEN}
 
 
-@server.tool()
-def confirm(project: str, token: str, task_id: str) -> dict:
+def confirm(project: str, token: str, task_id: str) -> dict[str, Any]:
     """Confirm a unit was right in this task (one vote per task)."""
     return memory().confirm(project, token, task_id)
 
 
-@server.tool()
-def flag(project: str, token: str, task_id: str) -> dict:
+def flag(project: str, token: str, task_id: str) -> dict[str, Any]:
     """Flag a unit as wrong or harmful in this task (one vote per task)."""
     return memory().flag(project, token, task_id)
 
 
-@server.tool()
-def cite(project: str, task_id: str, text: str) -> dict:
+def cite(project: str, task_id: str, text: str) -> dict[str, Any]:
     """Record which mem-<n> tokens of this project an answer cites."""
     return {"cited": memory().cite_from_text(project, task_id, text)}
 
 
+TOOLS = (remember, recall, forget, confirm, flag, cite)
+
+
+def build_server() -> FastMCP:
+    """The server with its tools, built on demand: FastMCP configures logging when built, which no import should."""
+    server = FastMCP("memory-assets")
+    for tool in TOOLS:
+        server.add_tool(tool)
+    return server
+
+
 def main() -> None:
-    server.run()  # stdio
+    """Serve the tools over stdio, the transport agent hosts spawn a server with."""
+    build_server().run()  # stdio
 
 
 if __name__ == "__main__":

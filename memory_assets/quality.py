@@ -1,72 +1,60 @@
-"""Data-quality probes over the ledger, shared by the Dagster checks, the CLI and the tests."""
+"""Data-quality probes over the ledger, vectors and bundles, shared by the Dagster checks, the CLI and the tests."""
 
 from __future__ import annotations
 
+import json
 import warnings
 from datetime import date
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import psycopg
 
-from memory_assets import gates
+from memory_assets import bundle, embeddings, gates
 from memory_assets import vocabulary as V
+from memory_assets.database import query
+
+if TYPE_CHECKING:
+    import great_expectations as gx
 
 
-def duplicate_live_units(conn: psycopg.Connection) -> list[list]:
+def duplicate_live_units(conn: psycopg.Connection[Any]) -> list[list[Any]]:
     """Groups of live unit ids sharing (project, kind, content hash); empty when invariant 4 holds."""
-    rows = conn.execute(
-        "SELECT array_agg(id ORDER BY number) FROM memory_units "
-        f"WHERE status IN {V.LIVE_STATUS_SQL} "
-        "GROUP BY project, kind, content_hash HAVING count(*) > 1"
-    ).fetchall()
+    rows = conn.execute(query("quality/duplicate_live_units")).fetchall()
     return [row[0] for row in rows]
 
 
-def units_with_wrong_audience(conn: psycopg.Connection) -> list[str]:
+def units_with_wrong_audience(conn: psycopg.Connection[Any]) -> list[str]:
     """Units whose private_to (what recall filters on) disagrees with their sources: shown to the wrong readers.
 
     Only units with a private source or a non-NULL private_to can disagree, so both partial indexes bound the scan.
     """
-    rows = conn.execute(
-        f"SELECT id::text FROM memory_units WHERE status IN {V.LIVE_STATUS_SQL} "
-        "AND (private_to IS NOT NULL OR id IN "
-        f"(SELECT unit_id FROM memory_sources WHERE visibility = '{V.VISIBILITY_PRIVATE}')) "
-        "AND private_to IS DISTINCT FROM memory_unit_audience(id)").fetchall()
+    rows = conn.execute(query("quality/units_with_wrong_audience")).fetchall()
     return [r[0] for r in rows]
 
 
-def units_with_secrets(conn: psycopg.Connection) -> list:
+def units_with_secrets(conn: psycopg.Connection[Any]) -> list[Any]:
     """Ids of live units on which the secret gate fires today."""
     offending = []
     with conn.transaction(), conn.cursor(name="live_units_secret_scan") as cur:
-        cur.execute(
-            f"SELECT id, title, body, paths, keywords FROM memory_units WHERE status IN {V.LIVE_STATUS_SQL}"
-        )
+        cur.execute(query("quality/live_unit_texts"))
         for unit_id, title, body, paths, keywords in cur:
             if gates.has_secret("\n".join([title, body, *paths, *keywords])):
                 offending.append(unit_id)
     return offending
 
 
-def units_of_days(conn: psycopg.Connection, first: date, last: date) -> pd.DataFrame:
+def units_of_days(conn: psycopg.Connection[Any], first: date, last: date) -> pd.DataFrame:
     """The units created on the given UTC days with their source counts, as a frame for expectations."""
     with conn.cursor() as cur:
-        cur.execute(
-            "SELECT u.id::text, u.project, u.kind, u.type, u.status, char_length(u.title) AS title_chars, "
-            "char_length(u.body) AS body_chars, u.confidence, u.importance, u.trust, u.created_by, "
-            "(SELECT count(*) FROM memory_sources s WHERE s.unit_id = u.id) AS sources "
-            "FROM memory_units u WHERE (u.created_at AT TIME ZONE 'UTC')::date BETWEEN %s AND %s",
-            (first, last),
-        )
-        columns = [c.name for c in cur.description]
+        cur.execute(query("quality/units_of_days"), {"first": first, "last": last})
+        columns = [c.name for c in cur.description or []]
         return pd.DataFrame(cur.fetchall(), columns=columns)
 
 
-def units_suite():
+def units_suite() -> gx.ExpectationSuite:
     """The great-expectations suite a day's units must meet."""
     import great_expectations as gx
-
-    from memory_assets import vocabulary as V
 
     suite = gx.ExpectationSuite(name="ledger_units")
     for column in ("confidence", "importance", "trust"):
@@ -82,7 +70,7 @@ def units_suite():
     return suite
 
 
-def validate_units_frame(frame: pd.DataFrame) -> dict:
+def validate_units_frame(frame: pd.DataFrame) -> dict[str, Any]:
     """Run the units suite over a frame: success and the names of failed expectations."""
     if frame.empty:
         return {"success": True, "failed": []}
@@ -98,48 +86,77 @@ def validate_units_frame(frame: pd.DataFrame) -> dict:
             batch_parameters={"dataframe": frame}
         )
         result = batch.validate(units_suite())
-    failed = [r.expectation_config.type + ":" + str(r.expectation_config.kwargs.get("column"))
-              for r in result.results if not r.success]
+    failed = [f"{config.type}:{config.kwargs.get('column')}"
+              for r in result.results if not r.success and (config := r.expectation_config) is not None]
     return {"success": bool(result.success), "failed": failed}
 
 
-def supersession_problems(conn: psycopg.Connection) -> tuple[list[str], list[str]]:
+def supersession_problems(conn: psycopg.Connection[Any]) -> tuple[list[str], list[str]]:
     """Units on a supersession cycle, and superseded units without valid_until."""
-    cycles = conn.execute(
-        "WITH RECURSIVE walk(start, id, depth) AS ("
-        " SELECT id, supersedes_id, 1 FROM memory_units WHERE supersedes_id IS NOT NULL"
-        " UNION ALL SELECT w.start, u.supersedes_id, w.depth + 1 FROM walk w JOIN memory_units u ON u.id = w.id"
-        "  WHERE u.supersedes_id IS NOT NULL AND w.id <> w.start AND w.depth < 1000)"
-        " SELECT DISTINCT start::text FROM walk WHERE id = start").fetchall()
-    open_ended = conn.execute(
-        "SELECT id::text FROM memory_units WHERE status = 'superseded' AND valid_until IS NULL").fetchall()
+    cycles = conn.execute(query("quality/supersession_cycles")).fetchall()
+    open_ended = conn.execute(query("quality/superseded_without_valid_until")).fetchall()
     return [r[0] for r in cycles], [r[0] for r in open_ended]
 
 
-def tombstones_with_text(conn: psycopg.Connection) -> list[str]:
+def tombstones_with_text(conn: psycopg.Connection[Any]) -> list[str]:
     """Forgotten units that still hold text in the ledger or the inbox."""
-    rows = conn.execute(
-        "SELECT u.id::text FROM memory_units u WHERE u.status = 'forgotten' AND (u.title <> '' OR u.body <> '' "
-        " OR u.paths <> '{}' OR u.keywords <> '{}' OR u.tsv <> ''::tsvector OR EXISTS (SELECT 1 FROM memory_inbox i "
-        " WHERE i.unit_id = u.id AND (i.title <> '' OR i.body <> '' OR i.paths <> '{}' OR i.keywords <> '{}')))"
-    ).fetchall()
+    rows = conn.execute(query("quality/tombstones_with_text")).fetchall()
     return [r[0] for r in rows]
 
 
-def units_without_decay(conn: psycopg.Connection, day: date) -> list[str]:
+def units_without_decay(conn: psycopg.Connection[Any], day: date) -> list[str]:
     """Live units created before the day's end that have no decay score for the day."""
-    rows = conn.execute(
-        f"SELECT u.id::text FROM memory_units u WHERE u.status IN {V.LIVE_STATUS_SQL} "
-        "AND u.created_at < (%s::date + 1)::timestamptz "
-        "AND NOT EXISTS (SELECT 1 FROM decay_scores d WHERE d.day = %s AND d.unit_id = u.id)", (day, day)).fetchall()
+    rows = conn.execute(query("quality/units_without_decay"), {"day": day}).fetchall()
     return [r[0] for r in rows]
 
 
-def unlinked_consolidations(conn: psycopg.Connection) -> list[str]:
+def unlinked_consolidations(conn: psycopg.Connection[Any]) -> list[str]:
     """Consolidated units missing a source for a member, or with a member that does not point back."""
-    rows = conn.execute(
-        "SELECT c.consolidated_unit::text FROM consolidation_clusters c, unnest(c.members) AS m(id) "
-        "WHERE NOT EXISTS (SELECT 1 FROM memory_sources s WHERE s.unit_id = c.consolidated_unit AND s.task_id = m.id::text) "
-        "OR NOT EXISTS (SELECT 1 FROM memory_units u WHERE u.id = m.id AND u.consolidated_into = c.consolidated_unit) "
-        "GROUP BY 1").fetchall()
+    rows = conn.execute(query("quality/unlinked_consolidations")).fetchall()
     return [r[0] for r in rows]
+
+
+# --- Vectors --------------------------------------------------------------------------------
+
+def serving_coverage(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    """The serving model's coverage of active units, and whether it fell below EMBEDDINGS_MIN_COVERAGE."""
+    model = embeddings.serving_model(conn)
+    cov = embeddings.coverage(conn, model)
+    return {"serving_model": model, **cov, "below_floor": cov["share"] < V.EMBEDDINGS_MIN_COVERAGE}
+
+
+def embedding_dimensions(conn: psycopg.Connection[Any]) -> dict[str, list[int]]:
+    """The distinct dimensions of each model's vectors, by model key."""
+    return dict(conn.execute(query("quality/embedding_dimensions")).fetchall())
+
+
+def wrong_dimensions(dimensions: dict[str, list[int]]) -> dict[str, list[int]]:
+    """The models (of embedding_dimensions) that are unregistered or hold a vector off their registered dimension."""
+    return {key: dims for key, dims in dimensions.items()
+            if key not in V.EMBEDDING_MODELS or dims != [V.EMBEDDING_MODELS[key]["dim"]]}
+
+
+def forgotten_units_with_vectors(conn: psycopg.Connection[Any]) -> list[str]:
+    """Ids of forgotten units that still keep a vector in some model."""
+    return [str(r[0]) for r in conn.execute(query("quality/forgotten_units_with_vectors")).fetchall()]
+
+
+# --- Bundles --------------------------------------------------------------------------------
+
+def bundle_problems(compiled: dict[str, Any]) -> list[str]:
+    """Everything wrong with a bundle: schema, caps, unsanitised titles, secrets."""
+    problems = []
+    if set(compiled) - {"changed"} != {"v", "project", "revision", "units"} or compiled["v"] != V.BUNDLE_VERSION:
+        problems.append("schema")
+    units = compiled.get("units", [])
+    if len(units) > V.BUNDLE_MAX_UNITS:
+        problems.append("units cap")
+    if len(json.dumps({k: v for k, v in compiled.items() if k != "changed"}).encode()) > V.BUNDLE_MAX_BYTES:
+        problems.append("bytes cap")
+    if units and sum(u["kind"] == "codemap" for u in units) > V.BUNDLE_MAX_CODEMAP_SHARE * len(units):
+        problems.append("codemap share")
+    if any(u["title"] != bundle.sanitize_title(u["title"]) for u in units):
+        problems.append("unsanitised title")
+    if any(gates.has_secret("\n".join([u["title"], *u["paths"], *u["keywords"]])) for u in units):
+        problems.append("secret")
+    return problems

@@ -6,10 +6,20 @@ from __future__ import annotations
 KINDS = ("codemap", "gotcha", "recipe", "env", "qa", "note")
 FORBIDDEN_KINDS = ("decision",)  # decisions belong in ADRs, never in memory
 TYPES = ("episodic", "semantic", "procedural")
-STATUSES = ("proposed", "review", "active", "flagged", "stale", "superseded", "retired", "forgotten")
-LIVE_STATUSES = ("proposed", "review", "active", "flagged", "stale")  # unique per (project, kind, hash)
-# the same set as an SQL list, for queries that must match the live-content index predicate literally
-LIVE_STATUS_SQL = "(" + ", ".join(f"'{status}'" for status in LIVE_STATUSES) + ")"
+STATUS_PROPOSED = "proposed"
+STATUS_REVIEW = "review"
+STATUS_ACTIVE = "active"
+STATUS_FLAGGED = "flagged"
+STATUS_STALE = "stale"
+STATUS_SUPERSEDED = "superseded"
+STATUS_RETIRED = "retired"
+STATUS_FORGOTTEN = "forgotten"
+STATUSES = (STATUS_PROPOSED, STATUS_REVIEW, STATUS_ACTIVE, STATUS_FLAGGED, STATUS_STALE, STATUS_SUPERSEDED,
+            STATUS_RETIRED, STATUS_FORGOTTEN)
+LIVE_STATUSES = (STATUS_PROPOSED, STATUS_REVIEW, STATUS_ACTIVE, STATUS_FLAGGED, STATUS_STALE)  # unique per content
+RECALLABLE_STATUSES = (STATUS_ACTIVE, STATUS_SUPERSEDED)  # superseded rows answer as_of questions
+CURATABLE_STATUSES = (STATUS_PROPOSED, STATUS_ACTIVE)
+CONSOLIDATABLE_STATUSES = (STATUS_ACTIVE, STATUS_STALE)
 
 TITLE_MAX_CHARS = 80
 BODY_MAX_CHARS = 1200
@@ -28,8 +38,22 @@ VISIBILITIES = (VISIBILITY_PROJECT, VISIBILITY_PRIVATE)
 DEFAULT_VISIBILITY = VISIBILITY_PROJECT
 
 TOKEN_PREFIX = "mem-"
-TOKEN_PREFIX_SQL = f"'{TOKEN_PREFIX}'"  # SQL spells a token as TOKEN_PREFIX_SQL || number
 TOKEN_PATTERN = "^" + TOKEN_PREFIX + r"(\d{1,9})$"
+
+# Provenance: where a contribution came from. One list that the API, the CLI, imports, the inbox and the SQL
+# column lists of memory_inbox / memory_sources derive from.
+PROVENANCE_FIELDS = ("feed", "task_id", "session_id", "persona", "model", "observed_sha", "source_ref", "visibility")
+# The fields of one candidate unit, provenance included (source_text is read by the gates and never stored).
+CONTENT_FIELDS = ("project", "kind", "type", "title", "body", "paths", "keywords", "confidence", "importance",
+                  "valid_from")
+CANDIDATE_FIELDS = CONTENT_FIELDS + PROVENANCE_FIELDS + ("source_text",)
+# what the inbox keeps of a candidate: its content, its provenance, and what the gates decided
+INBOX_COLUMNS = ("idempotency_key", *CONTENT_FIELDS, *PROVENANCE_FIELDS, "status", "content_hash")
+
+# Inbox outcomes of a folded candidate
+INBOX_INSERTED = "inserted"
+INBOX_DUPLICATE = "duplicate"
+INBOX_FORGOTTEN = "forgotten"
 
 # --- Initial status policy ------------------------------------------------------------------
 # confidence < REVIEW_BELOW_CONFIDENCE -> review; >= ACTIVE_FROM_CONFIDENCE -> active; else proposed.
@@ -83,6 +107,14 @@ VERBATIM_MIN_SHARE = 0.8
 CANON_JACCARD_MIN = 0.6
 CANON_CHUNK_MIN_TOKENS = 5
 LOCATOR_MAX_PROSE_WORDS = 2
+
+STOPWORDS = frozenset(["a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "at", "for", "with", "by", "from",
+                       "as", "is", "are", "was", "were", "be", "been", "being", "do", "does", "did", "what", "when",
+                       "where", "which", "who", "whom", "whose", "why", "how", "that", "this", "these", "those", "it",
+                       "its", "i", "you", "he", "she", "we", "they", "me", "him", "her", "us", "them", "my", "your",
+                       "his", "our", "their", "have", "has", "had", "not", "no", "yes", "can", "could", "would",
+                       "should", "will", "shall", "may", "might", "must", "about", "into", "over", "after", "before",
+                       "than", "then", "there", "here", "if", "so", "just", "also", "any", "all", "some"])
 
 # --- Secret detection -----------------------------------------------------------------------
 # detect-secrets plugins that are not about secrets (a public IP is not a credential).
@@ -149,7 +181,8 @@ RECALL_MAX_QUERY_TERMS = 32 # a long query cannot make the full-text leg scan ev
 # Fusion: each leg's scores min-max normalised and weighted (score fusion), mixed with weighted reciprocal rank
 # fusion. LoCoMo dev R@10 with everything below: RRF alone 0.790, score fusion alone 0.804, this mix 0.803;
 # the RRF share keeps a leg with badly calibrated scores from dominating on data we did not tune on.
-RRF_K = 10                  # smaller than the usual 60: top ranks of each leg matter more (RRF alone: 60 -> 0.725, 10 -> 0.751)
+RRF_K = 10                  # smaller than the usual 60: top ranks of each leg matter more
+                            # (RRF alone: 60 -> 0.725, 10 -> 0.751)
 RRF_SHARE = 0.3
 DENSE_WEIGHT = 1.0
 SPARSE_WEIGHT = 1.3         # with the IDF-scored sparse leg (LoCoMo dev R@10: 1.0 -> 0.767, 1.3 -> 0.777, 1.6 -> 0.775)

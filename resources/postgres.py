@@ -6,14 +6,13 @@ import threading
 
 import dagster as dg
 
-import memory_assets
-from memory_assets.api import Memory
+from memory_assets.api import Memory, connect
 
-_MEMORIES: dict[tuple, Memory] = {}
+_MEMORIES: dict[tuple[str | None, str | None], Memory] = {}
 _LOCK = threading.Lock()
 
 
-class PostgresResource(dg.ConfigurableResource):
+class PostgresResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """PostgreSQL + pgvector holding the ledger; one pool per process, shared by every asset and check."""
 
     database_url: str | None = None
@@ -23,5 +22,5 @@ class PostgresResource(dg.ConfigurableResource):
         key = (self.database_url, self.home)
         with _LOCK:
             if key not in _MEMORIES:
-                _MEMORIES[key] = memory_assets.connect(self.database_url, self.home)
+                _MEMORIES[key] = connect(self.database_url, self.home)
             return _MEMORIES[key]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -14,6 +13,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 _HOME = tempfile.mkdtemp(prefix="memory_assets_test_")
 os.environ["MEMORY_ASSETS_HOME"] = _HOME  # the CLI and the Dagster resource attach to the same server
+
 
 @pytest.fixture(scope="session")
 def database_url():
@@ -36,7 +36,8 @@ def clean(database_url):
     """Empty every table but the migration record before the test."""
     with psycopg.connect(database_url, autocommit=True) as conn:
         tables = [row[0] for row in conn.execute(
-            "SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations'")]
+            "SELECT quote_ident(tablename) FROM pg_tables "
+            "WHERE schemaname = 'public' AND tablename <> 'schema_migrations'")]
         conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
     return database_url
 
@@ -71,7 +72,8 @@ def all_stored_text(url: str, database: str | None = None) -> str:
         columns = conn.execute(
             "SELECT table_schema, table_name, column_name FROM information_schema.columns "
             "WHERE table_schema NOT IN ('pg_catalog', 'information_schema') "
-            "AND data_type IN ('text', 'character varying', 'jsonb', 'json', 'ARRAY', 'tsvector', 'bytea', 'USER-DEFINED') "
+            "AND data_type IN ('text', 'character varying', 'jsonb', 'json', 'ARRAY', 'tsvector', 'bytea', "
+            "'USER-DEFINED') "
             "AND table_name IN (SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE')"
         ).fetchall()
         for schema, table, column in columns:
@@ -87,20 +89,11 @@ def stored_text(clean):
     return lambda database=None: all_stored_text(clean, database)
 
 
-REPO = Path(__file__).resolve().parent.parent
-SERVING_MODEL = "minilm-l6@gt0.1-t1"
-
-
 @pytest.fixture(scope="session")
 def embedder():
     """The real default embedding model, loaded once per test session."""
     from memory_assets import embeddings
+    from tests.cases import SERVING_MODEL
 
     return embeddings.embedder_for(SERVING_MODEL)
 
-
-def embed_all(conn, embedder) -> None:
-    """Embed every stale unit with the test embedder (what the unit_embeddings asset does per day)."""
-    from memory_assets import embeddings
-
-    embeddings.embed_units(conn, embedder, embeddings.stale_units(conn, embedder.spec.key, limit=10_000))

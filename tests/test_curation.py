@@ -1,15 +1,15 @@
 """Curation on the real model: paraphrases merge, contradictions go to review, proposals are promoted."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from memory_assets import curation
 from memory_assets import vocabulary as V
-from tests.conftest import SERVING_MODEL as T1
-from tests.conftest import embed_all
+from tests.cases import SERVING_MODEL as T1
+from tests.cases import embed_all
 
-TODAY = datetime.now(timezone.utc).date()
+TODAY = datetime.now(UTC).date()
 
 
 
@@ -31,7 +31,8 @@ def test_paraphrases_merge_into_the_older_unit(mem, conn, embedder, old, new):
     assert newcomer["status"] == "retired" and newcomer["duplicate_of"] == canonical["id"]
     assert canonical["status"] == "active" and canonical["importance"] == pytest.approx(0.5 + V.MERGE_IMPORTANCE_BUMP)
     assert [s["task_id"] for s in canonical["sources"]] == ["T-1", "T-2"]
-    live = conn.execute("SELECT count(*) FROM memory_units WHERE status IN ('proposed','review','active')").fetchone()[0]
+    live = conn.execute("SELECT count(*) FROM memory_units "
+                        "WHERE status IN ('proposed','review','active')").fetchone()[0]
     assert live == 1
     assert curation.curate_day(conn, T1, TODAY) == {"merged": 0, "review": 0, "promoted": 0, "unchanged": 0}
 

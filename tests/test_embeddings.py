@@ -7,9 +7,8 @@ import pytest
 
 from memory_assets import authz, embeddings, journal, lifecycle
 from memory_assets import vocabulary as V
-from tests.conftest import SERVING_MODEL as T1
+from tests.cases import T1, T2
 
-T2 = "minilm-l6@gt0.1-t2"
 FACT = dict(kind="env", type="semantic", title="Staging database requires TLS",
             body="The staging PostgreSQL only accepts connections with sslmode=require.")
 
@@ -29,7 +28,8 @@ def test_vectors_are_normalised_and_bound_to_revision(mem, conn, embedder):
     vector = served_vector(conn, unit_id)
     assert vector.shape == (384,) and abs(np.linalg.norm(vector) - 1) < 1e-4
     assert embeddings.stale_units(conn, T1, unit_ids=[unit_id]) == []
-    assert mem.correct("acme", "mem-1", body="The staging PostgreSQL only accepts TLS connections (sslmode=require).") == 2
+    assert mem.correct("acme", "mem-1",
+                       body="The staging PostgreSQL only accepts TLS connections (sslmode=require).") == 2
     assert served_vector(conn, unit_id) is None  # the old vector is ignored at once
     assert [u[1] for u in embeddings.stale_units(conn, T1, unit_ids=[unit_id])] == [2]
 
@@ -79,7 +79,8 @@ def test_journal_pages_resume_and_deleted_rows_still_advance(mem, conn):
     journal.advance(conn, "test", first[-1])
     conn.commit()
     conn.execute("DELETE FROM memory_sources WHERE unit_id = (SELECT id FROM memory_units WHERE number = 5)")
-    conn.execute("UPDATE memory_inbox SET unit_id = NULL WHERE unit_id = (SELECT id FROM memory_units WHERE number = 5)")
+    conn.execute("UPDATE memory_inbox SET unit_id = NULL "
+                 "WHERE unit_id = (SELECT id FROM memory_units WHERE number = 5)")
     conn.execute("DELETE FROM memory_units WHERE number = 5")
     conn.commit()
     rest = journal.page(conn, "test", limit=100)

@@ -4,6 +4,8 @@ import pytest
 
 from memory_assets import gates
 from memory_assets import vocabulary as V
+from memory_assets.errors import ValidationError
+from tests.cases import EXCLUSION_CASES
 
 
 def candidate(**overrides):
@@ -13,23 +15,10 @@ def candidate(**overrides):
     return gates.validate(**fields)
 
 
-EXCLUSION_CASES = [
-    (V.REASON_DECISION_KIND, dict(kind="decision", body="We chose PostgreSQL over MySQL for the ledger storage.")),
-    (V.REASON_SESSION_SUMMARY, dict(kind="recipe", type="procedural", title="Session recap",
-                                    body="In this session I worked on the importer and fixed flaky tests.")),
-    (V.REASON_TASK_STATE, dict(kind="env", body="This PR bumps the staging TLS settings, see PR #412 for context.")),
-    (V.REASON_TASK_STATE, dict(kind="qa", title="Importer status", body="I implemented the importer retry loop.")),
-    (V.REASON_LOCATOR_ONLY, dict(kind="codemap", title="Importer", body="memory_assets/cli.py import_ ledger.remember_many")),
-    (V.REASON_VERBATIM_FILE_TEXT, dict(kind="recipe", type="procedural", title="Install steps",
-                                       body="Run make install then make test to create the virtual environment.",
-                                       source_text="# Setup\nRun make install then make test to create the virtual "
-                                                   "environment.\nMore text follows here.")),
-    (V.REASON_GOTCHA_WITHOUT_REPRO, dict(kind="gotcha", type="procedural", title="Importer slow",
-                                         body="The importer gets slow on large files after a while.")),
-]
 
 
-@pytest.mark.parametrize("reason,overrides", EXCLUSION_CASES, ids=[c[0] + str(i) for i, c in enumerate(EXCLUSION_CASES)])
+@pytest.mark.parametrize("reason,overrides", EXCLUSION_CASES,
+                         ids=[c[0] + str(i) for i, c in enumerate(EXCLUSION_CASES)])
 def test_each_exclusion_reason_fires(reason, overrides):
     assert gates.gate(candidate(**overrides)) == reason
 
@@ -45,9 +34,11 @@ def test_canon_duplicate_uses_token_jaccard():
 def test_clean_candidates_pass_every_gate():
     assert gates.gate(candidate()) is None
     assert gates.gate(candidate(kind="gotcha", type="procedural", title="Flaky import",
-                                body="Import hangs when the file has CRLF endings.\nRepro: memory-assets import crlf.jsonl")) is None
+                                body="Import hangs when the file has CRLF endings.\n"
+                                     "Repro: memory-assets import crlf.jsonl")) is None
     assert gates.gate(candidate(kind="codemap", title="Write path",
-                                body="memory_assets/ledger.py owns the write path because every writer must dedupe.")) is None
+                                body="memory_assets/ledger.py owns the write path "
+                                     "because every writer must dedupe.")) is None
     # conversation notes are not held to engineering hygiene rules
     assert gates.gate(candidate(kind="note", type="episodic", title="Caroline: running",
                                 body="Caroline: I implemented a new running plan this week!")) is None
@@ -71,7 +62,7 @@ def test_content_hash_ignores_case_and_spacing():
     ("project", "has space", "letters, digits"),
 ])
 def test_validation_names_field_and_limit(field, value, limit):
-    with pytest.raises(gates.ValidationError) as error:
+    with pytest.raises(ValidationError) as error:
         candidate(**{field: value})
     assert error.value.field == field
     assert str(error.value).startswith(f"{field}:") and limit in str(error.value)
@@ -81,14 +72,14 @@ def test_visibility_is_project_or_private_and_private_needs_a_persona():
     base = dict(project="acme", kind="note", type="semantic", title="Relay", body="The relay comes from Ostwind.")
     assert gates.validate(**base).visibility == V.DEFAULT_VISIBILITY
     assert gates.validate(**base, visibility="private", persona="ana").visibility == "private"
-    with pytest.raises(gates.ValidationError, match="visibility: must be one of project, private"):
+    with pytest.raises(ValidationError, match="visibility: must be one of project, private"):
         gates.validate(**base, visibility="secret")
-    with pytest.raises(gates.ValidationError, match="persona: required when visibility is private"):
+    with pytest.raises(ValidationError, match="persona: required when visibility is private"):
         gates.validate(**base, visibility="private")
 
 
 def test_iso_time_names_the_field_and_reads_naive_times_as_utc_when_asked():
     assert gates.iso_time("as_of", "2026-01-02T03:04", naive_is_utc=True).tzinfo is not None
     assert gates.iso_time("valid_from", "2026-01-02T03:04").tzinfo is None  # remember refuses naive times later
-    with pytest.raises(gates.ValidationError, match="valid_from: must be an ISO 8601 time"):
+    with pytest.raises(ValidationError, match="valid_from: must be an ISO 8601 time"):
         gates.iso_time("valid_from", "May 3rd")

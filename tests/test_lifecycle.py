@@ -2,18 +2,19 @@
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
 
 from memory_assets import authz, consolidation, decay, lifecycle, quality
 from memory_assets import vocabulary as V
-from memory_assets.gates import ValidationError
-from tests.conftest import SERVING_MODEL as T1
-from tests.conftest import embed_all
+from memory_assets.defs import runner
+from memory_assets.errors import ScopeError, ValidationError
+from tests.cases import SERVING_MODEL as T1
+from tests.cases import embed_all
 
-TODAY = datetime.now(timezone.utc).date()
+TODAY = datetime.now(UTC).date()
 
 
 
@@ -32,9 +33,8 @@ def test_supersession_via_remember_keeps_history_both_ways(mem, conn, embedder):
     assert chain == [first.token, second.token, third.token]
     with pytest.raises(ValidationError, match="not live"):   # a closed unit cannot be superseded again
         note(mem, "Standup at 12", "The daily standup moved to 12:00 UTC.", supersedes=first.token)
-    with pytest.raises(ValidationError, match="cycle"):
-        with conn.transaction():
-            lifecycle.supersede(conn, first.unit_id, third.unit_id)
+    with pytest.raises(ValidationError, match="cycle"), conn.transaction():
+        lifecycle.supersede(conn, first.unit_id, third.unit_id)
     assert quality.supersession_problems(conn) == ([], [])
     embed_all(conn, embedder)
     middle = mem.unit("acme", second.token)["valid_from"] + timedelta(microseconds=1)
@@ -60,17 +60,15 @@ def test_a_private_unit_cannot_supersede_what_more_readers_see(mem, conn):
 
 
 def test_forget_leaves_no_text_anywhere_even_after_rematerialising(mem, conn, stored_text):
-    from memory_assets import orchestration
-
     kept = note(mem, "Kept fact", "The cafeteria opens at noon on Fridays.", task_id="T-0")
     gone = note(mem, task_id="T-1", **SECRET_FACT)
-    instance = orchestration.dagster_instance(mem.url)
-    assert all(r.success for r in orchestration.materialize_day(TODAY, instance))
-    with pytest.raises(lifecycle.ScopeError):
+    instance = runner.dagster_instance(mem.url)
+    assert all(r.success for r in runner.materialize_day(TODAY, instance))
+    with pytest.raises(ScopeError):
         mem.forget("acme", gone.token, authz.Actor.for_project("acme"), reason="no scope")
     mem.forget("acme", gone.token, authz.Actor.for_project("acme", "alice", forget=True), reason="user asked")
     for _ in range(2):  # re-materialise the ledger, embeddings, curation (and the rest) of the day
-        assert all(r.success for r in orchestration.materialize_day(TODAY, instance))
+        assert all(r.success for r in runner.materialize_day(TODAY, instance))
     # a later capture of the same text (another task) is refused, never resurrected
     again = note(mem, task_id="T-2", **SECRET_FACT)
     assert (again.status, again.reason) == ("rejected", "forgotten")
@@ -116,7 +114,8 @@ def test_trust_formula_and_flag_threshold(mem):
 def test_decay_of_a_day_rematerialised_is_identical(mem, conn):
     day = TODAY - timedelta(days=1)
     token = note(mem, "Fact", "The build server restarts on Sundays.").token
-    conn.execute("UPDATE memory_units SET created_at = now() - interval '40 days', valid_from = now() - interval '40 days'")
+    conn.execute("UPDATE memory_units SET created_at = now() - interval '40 days', "
+                 "valid_from = now() - interval '40 days'")
     unit_id = mem.unit("acme", token)["id"]
     conn.execute("INSERT INTO memory_events (unit_id, project, task_id, kind, at) VALUES "
                  "(%s, 'acme', 'T-1', 'read', now() - interval '3 days')", (unit_id,))
@@ -126,14 +125,14 @@ def test_decay_of_a_day_rematerialised_is_identical(mem, conn):
     mem.confirm("acme", token, task_id="T-later")
     assert decay.score_day(conn, day) == {**first, "expired": 0, "stale": 0}
     assert conn.execute("SELECT * FROM decay_scores WHERE day = %s ORDER BY unit_id", (day,)).fetchall() == rows
-    _, _, _, recency, activation, trust, expired, stale, _ = rows[0]
+    _, _, _, recency, activation, trust, expired, _, _ = rows[0]
     assert 0 < recency < 1 and activation > 0 and not expired
     assert V.TRUST_FLOOR < trust < V.DEFAULT_TRUST  # 40 days unconfirmed: past the 30-day grace, decaying
 
 
 def test_ttl_expiry_takes_an_episode_out_of_recall_but_keeps_its_row(mem, conn, embedder):
     episode = note(mem, "Deploy incident", "The Friday deploy failed because the cache volume filled up.",
-                   type="episodic", valid_from=datetime.now(timezone.utc) - timedelta(days=V.EPISODIC_TTL_DAYS + 5))
+                   type="episodic", valid_from=datetime.now(UTC) - timedelta(days=V.EPISODIC_TTL_DAYS + 5))
     fresh = note(mem, "Deploy incident today", "Today's deploy failed because the cache volume filled up.",
                  type="episodic")
     embed_all(conn, embedder)
@@ -143,20 +142,25 @@ def test_ttl_expiry_takes_an_episode_out_of_recall_but_keeps_its_row(mem, conn, 
     assert [h.token for h in mem.recall("acme", "deploy failed cache volume", k=5)] == [fresh.token]
     row = mem.unit("acme", episode.token)
     assert row is not None and row["body"].startswith("The Friday deploy")
-    then = datetime.now(timezone.utc) - timedelta(days=V.EPISODIC_TTL_DAYS)
+    then = datetime.now(UTC) - timedelta(days=V.EPISODIC_TTL_DAYS)
     assert episode.token in [h.token for h in mem.recall("acme", "deploy failed cache volume", k=5, as_of=then)]
 
 
 TOPICS = {
-    "database": ["The {} database replica lagged behind the primary", "Postgres {} vacuum ran for hours on the orders table",
+    "database": ["The {} database replica lagged behind the primary",
+                 "Postgres {} vacuum ran for hours on the orders table",
                  "The {} connection pool to PostgreSQL was exhausted"],
-    "frontend": ["The {} React page rendered a blank screen in Safari", "CSS for the {} checkout button broke on mobile",
+    "frontend": ["The {} React page rendered a blank screen in Safari",
+                 "CSS for the {} checkout button broke on mobile",
                  "The {} login form lost focus after a re-render"],
-    "billing": ["Invoice {} was charged twice to the customer's credit card", "The {} refund to the customer failed at the payment provider",
+    "billing": ["Invoice {} was charged twice to the customer's credit card",
+                "The {} refund to the customer failed at the payment provider",
                 "Stripe webhook {} for a subscription renewal arrived late"],
-    "hiring": ["Interview panel {} for the backend engineer candidate", "Recruiter scheduled onsite interview {} with a candidate",
+    "hiring": ["Interview panel {} for the backend engineer candidate",
+               "Recruiter scheduled onsite interview {} with a candidate",
                "Offer letter {} sent to the new engineering hire"],
-    "travel": ["Flight {} to Berlin for the offsite was delayed", "Hotel booking {} near the conference venue was cancelled",
+    "travel": ["Flight {} to Berlin for the offsite was delayed",
+               "Hotel booking {} near the conference venue was cancelled",
                "Train ticket {} to the Paris customer visit was refunded"],
 }
 

@@ -19,7 +19,8 @@ def days_of(window: dg.TimeWindow) -> list[date]:
     return [first + timedelta(days=i) for i in range((last - first).days)]
 
 
-projects = dg.DynamicPartitionsDefinition(name="projects")  # added by the project sensor
+PROJECTS = "projects"
+projects = dg.DynamicPartitionsDefinition(name=PROJECTS)  # added by the project sensor
 models = dg.StaticPartitionsDefinition(list(V.EMBEDDING_MODELS))
 model_days = dg.MultiPartitionsDefinition({"model": models, "day": daily})
 

@@ -3,7 +3,7 @@
 import dagster as dg
 
 from memory_assets import vocabulary as V
-from resources import EmbedderResource, PostgresResource, RerankerResource, SummarizerResource
+from memory_assets.resources import EmbedderResource, PostgresResource, RerankerResource, SummarizerResource
 
 
 @dg.definitions

@@ -6,13 +6,15 @@ import json
 import re
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
-from memory_assets import gates, ledger, orchestration
+from memory_assets import gates
 from memory_assets.api import Memory
+from memory_assets.defs import runner
 
 CATEGORIES = (1, 2, 3, 4)  # 5 is adversarial: no evidence to retrieve
 CATEGORY_NAMES = {1: "multi_hop", 2: "temporal", 3: "open_domain", 4: "single_hop"}
@@ -30,19 +32,19 @@ class Question:
 
 def session_time(text: str) -> datetime:
     """'1:56 pm on 8 May, 2023' as an aware UTC datetime."""
-    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
 
-def sessions(conversation: dict) -> list[tuple[int, datetime, list[dict]]]:
+def sessions(conversation: dict[str, Any]) -> list[tuple[int, datetime, list[dict[str, Any]]]]:
     numbers = sorted(int(m.group(1)) for key in conversation if (m := re.fullmatch(r"session_(\d+)", key)))
     return [(n, session_time(conversation[f"session_{n}_date_time"]), conversation[f"session_{n}"]) for n in numbers]
 
 
-def project_of(sample: dict, units: str) -> str:
+def project_of(sample: dict[str, Any], units: str) -> str:
     return f"locomo-{units}-{sample['sample_id']}"
 
 
-def candidates(sample: dict, units: str) -> list[gates.Candidate]:
+def candidates(sample: dict[str, Any], units: str) -> list[gates.Candidate]:
     """Dialog turns as episodic notes, or observations as semantic notes, each citing its dialog id."""
     project = project_of(sample, units)
     conversation = sample["conversation"]
@@ -74,7 +76,7 @@ def split_ids(raw: str) -> list[str]:
     return [part for part in re.split(r"[;,\s]+", raw or "") if part]
 
 
-def questions(sample: dict, units: str) -> tuple[list[Question], int]:
+def questions(sample: dict[str, Any], units: str) -> tuple[list[Question], int]:
     """The sample's questions of categories 1-4 with evidence parsed; and how many were skipped (no evidence)."""
     known = {turn["dia_id"] for _, _, turns in sessions(sample["conversation"]) for turn in turns}
     as_of = max(when for _, when, _ in sessions(sample["conversation"])) + timedelta(days=1)
@@ -90,43 +92,45 @@ def questions(sample: dict, units: str) -> tuple[list[Question], int]:
     return kept, skipped
 
 
-def ingest(mem: Memory, samples: list[dict], units: str, log: Callable[[str], None] = print) -> dict:
+def ingest(mem: Memory, samples: list[dict[str, Any]], units: str,
+           log: Callable[[str], None] = print) -> dict[str, Any]:
     """Write every unit through the gates into the inbox, then materialise the asset graph for today."""
-    counts = {"candidates": 0, "captured": 0, "rejected": {}}
-    with mem.connection() as conn:
-        for sample in samples:
-            rows = candidates(sample, units)
-            result = ledger.remember_many(conn, rows, fold_now=False)
-            counts["candidates"] += len(rows)
-            counts["captured"] += result["captured"]
-            for reason, n in result["rejected"].items():
-                counts["rejected"][reason] = counts["rejected"].get(reason, 0) + n
+    counts: dict[str, Any] = {"candidates": 0, "captured": 0, "rejected": {}}
+    for sample in samples:
+        rows = candidates(sample, units)
+        result = mem.remember_many(rows, fold_now=False)
+        counts["candidates"] += len(rows)
+        counts["captured"] += result["captured"]
+        for reason, n in result["rejected"].items():
+            counts["rejected"][reason] = counts["rejected"].get(reason, 0) + n
     log(f"captured {counts['captured']} of {counts['candidates']} {units} units; materialising the asset graph")
-    today = datetime.now(timezone.utc).date()
-    results = orchestration.materialize_day(today, orchestration.dagster_instance(mem.url))
+    today = datetime.now(UTC).date()
+    results = runner.materialize_day(today, runner.dagster_instance(mem.url))
     counts["runs"] = [r.run_id for r in results]
     return counts
 
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] if ordered else 0.0
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
 
 
-def evaluate(mem: Memory, qs: list[Question], ks: list[int], mode: str) -> dict:
+def evaluate(mem: Memory, qs: list[Question], ks: list[int], mode: str) -> dict[str, Any]:
     """Recall of evidence dialog ids in the top k, overall and per category, with recall latency.
 
     `latency_ms` times each question asked the first time (encoding the query included); `latency_cached_ms` times
     it asked again right away, its vector served by the query cache: what the store and the fusion cost.
     """
     top = max(ks)
-    per_question, latencies, cached = [], [], []
+    per_question: list[tuple[int, dict[int, float]]] = []
+    latencies: list[float] = []
+    cached: list[float] = []
     for q in qs:
         for times in (latencies, cached):
             start = time.perf_counter()
             result = mem.recall(q.project, q.text, k=top, as_of=q.as_of, legs=MODES[mode])
             times.append((time.perf_counter() - start) * 1000)
-        found_by_k = {}
+        found_by_k: dict[int, float] = {}
         seen: set[str] = set()
         for rank, hit in enumerate(result.hits, start=1):
             seen |= {c["source_ref"] for c in hit.citations if c["source_ref"]}
@@ -144,12 +148,12 @@ def evaluate(mem: Memory, qs: list[Question], ks: list[int], mode: str) -> dict:
             "latency_ms": latency_summary(latencies), "latency_cached_ms": latency_summary(cached)}
 
 
-def latency_summary(latencies: list[float]) -> dict:
+def latency_summary(latencies: list[float]) -> dict[str, Any]:
     return {"p50": round(percentile(latencies, 0.5), 2), "p95": round(percentile(latencies, 0.95), 2)}
 
 
 def run(mem: Memory, data: Path, units: str, ks: list[int], mode: str, side_by_side: bool = True,
-        log: Callable[[str], None] = print) -> dict:
+        log: Callable[[str], None] = print) -> dict[str, Any]:
     """The whole evaluation: ingest, ask, and report the asked mode (and the other legs side by side)."""
     samples = json.loads(Path(data).read_text())
     ingested = ingest(mem, samples, units, log)

@@ -1,12 +1,14 @@
 """Daily curation after embeddings: merge near-duplicates, send contradictions to review, promote proposals."""
 
+from typing import Any
+
 import dagster as dg
 
 from memory_assets import curation, embeddings
 from memory_assets import vocabulary as V
 from memory_assets.defs.embeddings.assets import unit_embeddings
 from memory_assets.defs.partitions import daily, days_of
-from resources import PostgresResource, RerankerResource
+from memory_assets.resources import PostgresResource, RerankerResource
 
 
 @dg.asset(
@@ -17,7 +19,7 @@ from resources import PostgresResource, RerankerResource
     backfill_policy=dg.BackfillPolicy.single_run(),
 )
 def curated_units(context: dg.AssetExecutionContext, postgres: PostgresResource,
-                  reranker: RerankerResource) -> dg.MaterializeResult:
+                  reranker: RerankerResource) -> dg.MaterializeResult[Any]:
     """Units of the day curated against older ones by the serving model's vectors; each revision is curated once."""
     totals: dict[str, int] = {}
     with postgres.memory().connection() as conn:

@@ -1,6 +1,7 @@
 """Vectors per (embedding model, day): a new model is a new partition, re-embedding is a backfill."""
 
 from datetime import date
+from typing import Any
 
 import dagster as dg
 from tqdm import tqdm
@@ -9,7 +10,7 @@ from memory_assets import embeddings
 from memory_assets import vocabulary as V
 from memory_assets.defs.ledger.assets import ledger_units
 from memory_assets.defs.partitions import model_days
-from resources import EmbedderResource, PostgresResource
+from memory_assets.resources import EmbedderResource, PostgresResource
 
 
 @dg.asset(
@@ -20,7 +21,7 @@ from resources import EmbedderResource, PostgresResource
     backfill_policy=dg.BackfillPolicy.single_run(),
 )
 def unit_embeddings(context: dg.AssetExecutionContext, postgres: PostgresResource,
-                    embedder: EmbedderResource) -> dg.MaterializeResult:
+                    embedder: EmbedderResource) -> dg.MaterializeResult[Any]:
     """Version-bound vectors of every unit created that day, for that model; re-running writes nothing new."""
     totals = {"embedded": 0, "written": 0}
     keys = sorted((dg.MultiPartitionKey(k) if not isinstance(k, dg.MultiPartitionKey) else k

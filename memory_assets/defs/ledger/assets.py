@@ -1,11 +1,13 @@
 """The ledger as a daily asset: each day's inbox folded into numbered units."""
 
+from typing import Any
+
 import dagster as dg
 
-from memory_assets import ledger
 from memory_assets import vocabulary as V
 from memory_assets.defs.partitions import daily, days_of
-from resources import PostgresResource
+from memory_assets.ledger import capture, units
+from memory_assets.resources import PostgresResource
 
 
 @dg.asset(
@@ -14,16 +16,16 @@ from resources import PostgresResource
     kinds={"postgres"},
     backfill_policy=dg.BackfillPolicy.single_run(),
 )
-def ledger_units(context: dg.AssetExecutionContext, postgres: PostgresResource) -> dg.MaterializeResult:
+def ledger_units(context: dg.AssetExecutionContext, postgres: PostgresResource) -> dg.MaterializeResult[Any]:
     """Memory units folded from each day's gated inbox rows; re-materialising a day changes nothing."""
     days = days_of(context.partition_time_window)
     totals = {"inserted": 0, "linked": 0}
     with postgres.memory().connection() as conn:
         for day in days:
-            counts = ledger.fold(conn, day=day)
+            counts = capture.fold(conn, day=day)
             totals = {k: totals[k] + counts.get(k, 0) for k in totals}
             context.log.info(f"folded {day}: {counts['inserted']} new units, {counts['linked']} sources")
-        summary = ledger.day_summary(conn, days[0], days[-1])
+        summary = units.day_summary(conn, days[0], days[-1])
     return dg.MaterializeResult(
         metadata={
             "days": len(days),

@@ -5,7 +5,7 @@ import dagster as dg
 from memory_assets import quality
 from memory_assets.defs.ledger.assets import ledger_units
 from memory_assets.defs.partitions import daily, days_of
-from resources import PostgresResource
+from memory_assets.resources import PostgresResource
 
 NO_DUPLICATE_LIVE_UNITS = "no_duplicate_live_units"
 NO_SECRETS_IN_LIVE_UNITS = "no_secrets_in_live_units"
@@ -45,7 +45,8 @@ def private_units_keep_their_audience(postgres: PostgresResource) -> dg.AssetChe
 
 
 @dg.asset_check(asset=ledger_units, name=LEDGER_EXPECTATIONS, partitions_def=daily)
-def ledger_units_expectations(context: dg.AssetCheckExecutionContext, postgres: PostgresResource) -> dg.AssetCheckResult:
+def ledger_units_expectations(context: dg.AssetCheckExecutionContext,
+                              postgres: PostgresResource) -> dg.AssetCheckResult:
     """A great-expectations suite over the day's units: provenance present, scores in range, lengths within limits."""
     days = days_of(context.partition_time_window)
     with postgres.memory().connection() as conn:

@@ -1,12 +1,14 @@
 """Lifecycle assets: daily decay scores and weekly consolidation of episodes."""
 
+from typing import Any
+
 import dagster as dg
 
 from memory_assets import consolidation, decay, embeddings
 from memory_assets import vocabulary as V
 from memory_assets.defs.curation.assets import curated_units
 from memory_assets.defs.partitions import daily, days_of, weekly
-from resources import PostgresResource, SummarizerResource
+from memory_assets.resources import PostgresResource, SummarizerResource
 
 
 @dg.asset(
@@ -16,7 +18,7 @@ from resources import PostgresResource, SummarizerResource
     kinds={"postgres"},
     backfill_policy=dg.BackfillPolicy.single_run(),
 )
-def decay_scores(context: dg.AssetExecutionContext, postgres: PostgresResource) -> dg.MaterializeResult:
+def decay_scores(context: dg.AssetExecutionContext, postgres: PostgresResource) -> dg.MaterializeResult[Any]:
     """Per-unit recency, activation, decayed trust and episodic expiry for the day; a re-run gives identical rows."""
     totals: dict[str, int] = {}
     with postgres.memory().connection() as conn:
@@ -34,7 +36,7 @@ def decay_scores(context: dg.AssetExecutionContext, postgres: PostgresResource) 
     kinds={"postgres", "scikitlearn"},
 )
 def consolidation_clusters(context: dg.AssetExecutionContext, postgres: PostgresResource,
-                           summarizer: SummarizerResource) -> dg.MaterializeResult:
+                           summarizer: SummarizerResource) -> dg.MaterializeResult[Any]:
     """The week's episodes clustered per project; each cluster becomes one semantic unit linking its members."""
     week_start = context.partition_time_window.start.date()
     with postgres.memory().connection() as conn:

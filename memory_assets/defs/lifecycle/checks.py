@@ -5,7 +5,7 @@ import dagster as dg
 from memory_assets import quality
 from memory_assets.defs.lifecycle.assets import consolidation_clusters, decay_scores
 from memory_assets.defs.partitions import daily, days_of, weekly
-from resources import PostgresResource
+from memory_assets.resources import PostgresResource
 
 
 @dg.asset_check(asset=decay_scores, name="supersession_chains_sound", blocking=True, partitions_def=daily)
@@ -14,7 +14,8 @@ def supersession_chains_sound(postgres: PostgresResource) -> dg.AssetCheckResult
     with postgres.memory().connection() as conn:
         cycles, open_ended = quality.supersession_problems(conn)
     return dg.AssetCheckResult(passed=not cycles and not open_ended,
-                               metadata={"units_in_cycles": cycles[:50], "superseded_without_valid_until": open_ended[:50]})
+                               metadata={"units_in_cycles": cycles[:50],
+                                         "superseded_without_valid_until": open_ended[:50]})
 
 
 @dg.asset_check(asset=decay_scores, name="no_text_in_tombstones", blocking=True, partitions_def=daily)

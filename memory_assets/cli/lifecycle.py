@@ -1,0 +1,87 @@
+"""The lifecycle commands: forget, confirm, flag, and the review queue."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import click
+
+from memory_assets import vocabulary as V
+from memory_assets.authz import Actor
+from memory_assets.cli.common import MemoryGroup, emit, json_option, memory
+
+
+@click.command()
+@click.argument("token")
+@click.option("--project", required=True)
+@click.option("--reason", required=True, help="Why (kept in the audit log; never the text).")
+@click.option("--actor", default="operator", show_default=True)
+@json_option
+def forget(token: str, project: str, reason: str, actor: str, as_json: bool) -> None:
+    """Forget a unit for good: text blanked everywhere, vectors deleted, id and audit kept."""
+    with memory() as mem:
+        unit_id = mem.forget(project, token, Actor.for_project(project, actor, forget=True), reason=reason)
+    emit({"token": token, "unit_id": unit_id, "status": V.STATUS_FORGOTTEN}, as_json, f"{token}: forgotten")
+
+
+def _vote(token: str, project: str, task_id: str, value: int, as_json: bool) -> None:
+    """Record one confirm (+1) or flag (-1) and print the unit's trust afterwards."""
+    with memory() as mem:
+        result = (mem.confirm if value > 0 else mem.flag)(project, token, task_id)
+    emit(result, as_json, f"{token}: trust {result['trust']} ({result['confirms']} confirms, {result['flags']} flags, "
+                          f"{result['status']})")
+
+
+def _vote_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The arguments confirm and flag share: a token, its project, the voting task."""
+    for option in (json_option, click.option("--task-id", required=True), click.option("--project", required=True),
+                   click.argument("token")):
+        command = option(command)
+    return command
+
+
+@click.command()
+@_vote_options
+def confirm(token: str, project: str, task_id: str, as_json: bool) -> None:
+    """Confirm a unit from a task (one vote per unit and task): trust rises."""
+    _vote(token, project, task_id, 1, as_json)
+
+
+@click.command()
+@_vote_options
+def flag(token: str, project: str, task_id: str, as_json: bool) -> None:
+    """Flag a unit from a task (one vote per unit and task): trust falls; enough flags take it out of recall."""
+    _vote(token, project, task_id, -1, as_json)
+
+
+@click.group(cls=MemoryGroup)
+def review() -> None:
+    """The review queue: contradictions and low-confidence units wait here for a human."""
+
+
+@review.command("list")
+@click.option("--project")
+@json_option
+def review_list(project: str | None, as_json: bool) -> None:
+    """Units in review, oldest first, with what they conflict with."""
+    with memory() as mem:
+        queue = mem.review_queue(project)
+    text = "\n".join(f"{r['project']} {r['token']} [{r['kind']}] {r['title']}"
+                     + (f"  (conflicts with {r['conflicts_with']}: {r['conflict_title']})"
+                        if r["conflicts_with"] else "")
+                     for r in queue) or "review queue is empty"
+    emit(queue, as_json, text)
+
+
+@review.command("decide")
+@click.argument("token")
+@click.argument("decision", type=click.Choice(V.REVIEW_DECISIONS))
+@click.argument("target", required=False)
+@click.option("--project", required=True)
+@click.option("--actor", default="reviewer", show_default=True)
+@json_option
+def review_decide(token: str, decision: str, target: str | None, project: str, actor: str, as_json: bool) -> None:
+    """Approve, reject, or let TOKEN supersede TARGET (mem-<m>); every decision is audited."""
+    with memory() as mem:
+        result = mem.decide(project, token, decision, target, actor=actor)
+    emit(result, as_json, f"{token}: {decision}" + (f" {target}" if target else ""))

@@ -1,0 +1,141 @@
+"""The write commands: remember one unit, import a JSON-lines file, both through the same gates."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from tqdm import tqdm
+
+from memory_assets import gates
+from memory_assets import vocabulary as V
+from memory_assets.api import Memory
+from memory_assets.cli.common import (
+    EXIT_BAD_INPUT,
+    emit,
+    json_option,
+    memory,
+    read_json_object,
+    read_text,
+    remember_fields,
+)
+from memory_assets.errors import ValidationError
+
+IMPORT_BATCH = 1000
+
+
+@click.command()
+@click.option("--project")
+@click.option("--kind", type=str)
+@click.option("--type", "type_", type=str)
+@click.option("--title")
+@click.option("--body")
+@click.option("--path", "paths", multiple=True, help="Repeat for several paths.")
+@click.option("--keyword", "keywords", multiple=True, help="Repeat for several keywords.")
+@click.option("--confidence", type=float)
+@click.option("--importance", type=float)
+@click.option("--feed")
+@click.option("--task-id")
+@click.option("--session-id")
+@click.option("--persona")
+@click.option("--model")
+@click.option("--observed-sha")
+@click.option("--source-ref")
+@click.option("--supersedes", help="Token of the unit this one replaces (kept as history).")
+@click.option("--private", is_flag=True, help="Only the contributing --persona may recall it; never bundled.")
+@click.option("--source-file", type=click.Path(dir_okay=False), help="File the body was learned from (verbatim gate).")
+@click.option("--json-file", type=click.Path(dir_okay=False), help="Read the fields from a JSON object instead.")
+@json_option
+def remember(project: str | None, kind: str | None, type_: str | None, title: str | None, body: str | None,
+             paths: tuple[str, ...], keywords: tuple[str, ...], confidence: float | None, importance: float | None,
+             feed: str | None, task_id: str | None, session_id: str | None, persona: str | None, model: str | None,
+             observed_sha: str | None, source_ref: str | None, supersedes: str | None, private: bool,
+             source_file: str | None, json_file: str | None, as_json: bool) -> None:
+    """Remember one unit through the gates; prints its status and token."""
+    fields: dict[str, Any] = read_json_object(json_file) if json_file else {}
+    flags = {"project": project, "kind": kind, "type": type_, "title": title, "body": body,
+             "paths": list(paths) or None, "keywords": list(keywords) or None, "confidence": confidence,
+             "importance": importance, "feed": feed, "task_id": task_id, "session_id": session_id,
+             "persona": persona, "model": model, "observed_sha": observed_sha, "source_ref": source_ref}
+    fields.update({k: v for k, v in flags.items() if v is not None})
+    if private:
+        fields["visibility"] = V.VISIBILITY_PRIVATE
+    if source_file:
+        fields["source_text"] = read_text(source_file, "source_file")
+    arguments = remember_fields(fields)
+    with memory() as mem:
+        result = mem.remember(**arguments, supersedes=supersedes)
+    data = {"status": result.status, "token": result.token, "unit_id": result.unit_id, "reason": result.reason}
+    emit(data, as_json, f"{result.status} {result.token or result.reason}")
+
+
+class _Import:
+    """The running totals of one import, flushed to memory in batches."""
+
+    def __init__(self, mem: Memory, fold_now: bool) -> None:
+        self.mem = mem
+        self.fold_now = fold_now
+        self.batch: list[gates.Candidate] = []
+        self.totals: dict[str, Any] = {"lines": 0, "captured": 0, "inserted": 0, "rejected": {}}
+
+    def add(self, candidate: gates.Candidate) -> None:
+        """Queue one candidate; a full batch goes to memory at once."""
+        self.batch.append(candidate)
+        if len(self.batch) >= IMPORT_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the queued candidates through the bulk write path and add up its counts."""
+        if not self.batch:
+            return
+        counts = self.mem.remember_many(self.batch, fold_now=self.fold_now)
+        self.totals["captured"] += counts["captured"]
+        self.totals["inserted"] += counts["inserted"]
+        rejected = self.totals["rejected"]
+        for reason, n in counts["rejected"].items():
+            rejected[reason] = rejected.get(reason, 0) + n
+        self.batch.clear()
+
+
+def candidate_of_line(raw: bytes, default_project: str | None) -> gates.Candidate:
+    """A validated candidate from one JSON line, so a bad line is reported by number and the rest imports."""
+    fields = json.loads(raw.decode("utf-8"))
+    if not isinstance(fields, dict):
+        raise ValidationError("line", "must be a JSON object")
+    return gates.validate(**remember_fields(fields, default_project))
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(dir_okay=False, exists=True))
+@click.option("--project", help="Project for lines that name none.")
+@click.option("--no-fold", is_flag=True, help="Leave the rows in the inbox for the ledger sensor to fold.")
+@json_option
+@click.pass_context
+def import_(ctx: click.Context, file: str, project: str | None, no_fold: bool, as_json: bool) -> None:
+    """Import a JSON-lines file through the same gates; a bad line is reported by number and the rest imports."""
+    errors: list[str] = []
+    with memory() as mem, open(file, "rb") as handle:
+        run = _Import(mem, fold_now=not no_fold)
+        for number, raw in enumerate(tqdm(handle, desc="import", unit="line", disable=None), start=1):
+            run.totals["lines"] += 1
+            if not raw.strip():
+                continue
+            try:
+                candidate = candidate_of_line(raw, project)
+            except UnicodeDecodeError as error:
+                errors.append(f"line {number}: not valid UTF-8 (byte {error.start})")
+            except json.JSONDecodeError as error:
+                errors.append(f"line {number}: not valid JSON ({error.msg})")
+            except ValidationError as error:
+                errors.append(f"line {number}: {error}")
+            else:
+                run.add(candidate)
+        run.flush()
+    totals = {**run.totals, "errors": errors}
+    emit(totals, as_json, f"imported {totals['captured']} of {totals['lines']} lines "
+                          f"({totals['inserted']} new units, rejected {totals['rejected']}, {len(errors)} bad lines)")
+    for line_error in errors:
+        click.echo(f"error: {line_error}", err=True)
+    if errors:
+        ctx.exit(EXIT_BAD_INPUT)

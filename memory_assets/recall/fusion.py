@@ -1,0 +1,113 @@
+"""Fusion and scoring as pure functions: legs fused, neighbours and sessions lifted, cues applied, then ranked."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from memory_assets import vocabulary as V
+from memory_assets.recall import cues
+
+Fused = dict[str, dict[str, Any]]  # unit id -> its score components
+
+
+def _entry() -> dict[str, Any]:
+    return {"dense": None, "sparse": None, "rrf": 0.0, "scores": 0.0}
+
+
+def fuse(dense: list[tuple[Any, ...]], sparse: list[tuple[Any, ...]], weights: tuple[float, float]) -> Fused:
+    """Each leg's scores min-max normalised and weighted, mixed with weighted RRF; a unit first in both scores 1."""
+    wd, ws = (weights[0] if dense else 0.0), (weights[1] if sparse else 0.0)
+    if not wd + ws:
+        return {}
+    fused: Fused = {}
+    legs: tuple[tuple[str, list[tuple[Any, ...]], float, Callable[[Any], float]], ...] = (
+        ("dense", dense, wd, lambda d: 1.0 - float(d)), ("sparse", sparse, ws, float))
+    for leg, rows, weight, similarity in legs:
+        scores = [similarity(value) for _, value, _ in rows]
+        low, high = min(scores, default=0.0), max(scores, default=0.0)
+        for rank, ((unit_id, *_), score) in enumerate(zip(rows, scores, strict=True), start=1):
+            entry = fused.setdefault(unit_id, _entry())
+            entry[leg] = score
+            entry["rrf"] += weight / (V.RRF_K + rank)
+            entry["scores"] += weight * ((score - low) / (high - low) if high > low else 1.0)
+    best_rrf = (wd + ws) / (V.RRF_K + 1)
+    for entry in fused.values():
+        entry["rrf"] /= best_rrf
+        entry["scores"] /= wd + ws
+        entry["relevance"] = V.RRF_SHARE * entry["rrf"] + (1 - V.RRF_SHARE) * entry["scores"]
+    return fused
+
+
+def seeds(fused: Fused, episodic: set[str]) -> list[str]:
+    """The best-scoring episodic candidates, whose neighbouring turns share their relevance."""
+    best = sorted(fused, key=lambda u: -fused[u]["relevance"])[: V.CONTEXT_SEEDS]
+    return [u for u in best if u in episodic]
+
+
+def spread_to_neighbours(fused: Fused, neighbours: list[tuple[Any, ...]]) -> None:
+    """Give each neighbouring turn a share of its best seed's relevance, falling with the distance in turns."""
+    bonus: dict[str, float] = {}
+    for of_id, unit_id, distance in neighbours:
+        share = V.CONTEXT_WEIGHT * fused[of_id]["relevance"] / distance
+        bonus[unit_id] = max(bonus.get(unit_id, 0.0), share)
+    for unit_id, extra in bonus.items():
+        entry = fused.setdefault(unit_id, {**_entry(), "relevance": 0.0})
+        entry["context"] = extra
+        entry["relevance"] += extra
+
+
+def max_relevance(persona: bool, time: bool) -> float:
+    """The highest relevance the structure and the cues in play can give: dividing by it brings relevance to 0..1."""
+    return ((1 + V.CONTEXT_WEIGHT + V.SESSION_WEIGHT) * (1 + V.PERSONA_BOOST * persona)
+            * (1 + V.TIME_CUE_BOOST * time))
+
+
+def lift_sessions(fused: Fused, details: dict[str, dict[str, Any]]) -> None:
+    """Give every unit a share of its session's best relevance: the evidence for a question clusters in sessions."""
+    best: dict[str, float] = {}
+    for unit_id, entry in fused.items():
+        session = details[unit_id]["session_id"]
+        if session:
+            best[session] = max(best.get(session, 0.0), entry["relevance"])
+    top = max(best.values(), default=0.0)
+    for unit_id, entry in fused.items():
+        session = details[unit_id]["session_id"]
+        if session and top:
+            entry["session"] = V.SESSION_WEIGHT * best[session] / top
+            entry["relevance"] += entry["session"]
+
+
+def score(fused: Fused, details: dict[str, dict[str, Any]], query: str, at: datetime) -> None:
+    """Final score: relevance (with the persona and time cues) * (0.7 + 0.2 importance + 0.1 recency)."""
+    named = cues.named_words(query)
+    windows = cues.time_windows(query)
+    for unit_id, entry in fused.items():
+        unit = details[unit_id]
+        if named & set(unit["personas"] or ()):
+            entry["persona"] = V.PERSONA_BOOST
+            entry["relevance"] *= 1 + V.PERSONA_BOOST
+        if any(start <= unit["valid_from"] < end for start, end in windows):
+            entry["time"] = V.TIME_CUE_BOOST
+            entry["relevance"] *= 1 + V.TIME_CUE_BOOST
+    ceiling = max_relevance(any("persona" in e for e in fused.values()), any("time" in e for e in fused.values()))
+    for unit_id, entry in fused.items():
+        unit = details[unit_id]
+        entry["relevance"] /= ceiling
+        entry["importance"] = float(unit["importance"])
+        entry["trust"] = float(unit["trust"])
+        entry["recency"] = recency(unit["valid_from"], at) if unit["recency"] is None else unit["recency"]
+        entry["score"] = entry["relevance"] * (0.7 + 0.2 * entry["importance"] + 0.1 * entry["recency"])
+
+
+def recency(valid_from: datetime, at: datetime) -> float:
+    """Exponential recency of a unit's validity start, half-life RECENCY_HALF_LIFE_DAYS."""
+    age_days = max(0.0, (at - valid_from).total_seconds() / 86400)
+    return math.exp(-math.log(2) * age_days / V.RECENCY_HALF_LIFE_DAYS)
+
+
+def ranked(fused: Fused, details: dict[str, dict[str, Any]], k: int) -> list[str]:
+    """The k best unit ids by score, ties broken by unit number (older first)."""
+    return sorted(fused, key=lambda u: (-fused[u]["score"], details[u]["number"]))[:k]

@@ -1,0 +1,113 @@
+"""The recall orchestrator: one scoped read that runs the legs, fuses and scores them, and cites the top k."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from memory_assets import authz
+from memory_assets import vocabulary as V
+from memory_assets.recall import fusion
+from memory_assets.recall.legs import cited_text, dense_leg, details, neighbours, sparse_leg
+from memory_assets.recall.request import request_context, request_params, tsquery_terms, validate_query
+
+QueryEncoder = Callable[[str, str], "np.ndarray[Any, Any] | None"]  # (model key, query) -> vector, None if unavailable
+
+
+@dataclass
+class Hit:
+    """One recalled unit with its score, the score's components and the sources that back it."""
+
+    token: str
+    title: str
+    body: str
+    kind: str
+    type: str
+    score: float
+    components: dict[str, Any]
+    citations: list[dict[str, Any]]
+    valid_from: datetime
+    valid_until: datetime | None
+    status: str
+    unit_id: str
+    mode: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The hit as plain data (CLI --json, MCP)."""
+        return asdict(self)
+
+
+@dataclass
+class RecallResult:
+    """The hits, best first, and which legs served them (hybrid | sparse_only | dense_only)."""
+
+    hits: list[Hit]
+    mode: str
+    notes: list[str] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[Hit]:
+        return iter(self.hits)
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __getitem__(self, index: int) -> Hit:
+        return self.hits[index]
+
+
+def recall(conn: psycopg.Connection[Any], project: str, query: str, k: int = V.RECALL_DEFAULT_K, *,
+           as_of: datetime | None = None, kinds: Sequence[str] | None = None, types: Sequence[str] | None = None,
+           paths: Sequence[str] | None = None, actor: authz.Actor | None = None,
+           encoder: QueryEncoder | None = None, legs: str = "hybrid",
+           weights: tuple[float, float] | None = None) -> RecallResult:
+    """Recall the units of a project that best answer a query, valid at `as_of` (default now), with citations."""
+    validate_query(project, query, k, kinds, types, paths, as_of, legs)
+    weights = weights or (V.DENSE_WEIGHT, V.SPARSE_WEIGHT)
+    actor = actor or authz.Actor.reader(project)
+    at = as_of or datetime.now(UTC)
+    terms = tsquery_terms(query)
+    params = request_params(project, terms, k, at, as_of is not None, kinds, types, paths, reader=actor.name)
+    notes: list[str] = []
+    with authz.scoped(conn, actor):
+        model_key, size, _ = request_context(conn, project, k)
+        vector = None
+        if legs in ("hybrid", "dense") and encoder is not None:
+            vector = encoder(model_key, query)
+        if vector is None and legs != "sparse":
+            notes.append("no query vector: the embedding model is unavailable")
+        dense: list[tuple[Any, ...]] = []
+        if vector is not None:
+            params.update(vector=vector, model=model_key)
+            dense = dense_leg(conn, params, model_key, size)
+            if not dense:
+                notes.append(f"no vectors of the serving model {model_key} match")
+        sparse = sparse_leg(conn, params, terms, size) if terms and legs in ("hybrid", "sparse") else []
+        mode = "hybrid" if dense and terms else ("dense_only" if dense else "sparse_only")
+        fused = fusion.fuse(dense, sparse, weights)
+        if fused and V.CONTEXT_WEIGHT > 0:
+            seeds = fusion.seeds(fused, {row[0] for row in dense + sparse if row[2]})
+            if seeds:
+                fusion.spread_to_neighbours(fused, neighbours(conn, params, seeds))
+        if not fused:
+            return RecallResult(hits=[], mode=mode, notes=notes)
+        scoring = details(conn, list(fused), as_of is not None, actor.name)
+        fusion.lift_sessions(fused, scoring)
+        fusion.score(fused, scoring, query, at)
+        top = fusion.ranked(fused, scoring, k)
+        cited = cited_text(conn, top, actor.name)
+    return RecallResult(hits=[hit(cited[u], fused[u], u, mode) for u in top], mode=mode, notes=notes)
+
+
+def hit(row: dict[str, Any], entry: dict[str, Any], unit_id: str, mode: str) -> Hit:
+    """A hit from its cited row and its score components (rounded for display)."""
+    return Hit(token=row["token"], title=row["title"], body=row["body"], kind=row["kind"], type=row["type"],
+               score=round(entry["score"], 6),
+               components={key: (round(value, 6) if isinstance(value, float) else value)
+                           for key, value in entry.items() if key != "score"},
+               citations=row["citations"] or [], valid_from=row["valid_from"], valid_until=row["valid_until"],
+               status=row["status"], unit_id=unit_id, mode=mode)

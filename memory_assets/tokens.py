@@ -1,0 +1,35 @@
+"""Unit tokens (`mem-<n>`): how agents name and cite a unit of a project, and the unit id a token names."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import psycopg
+
+from memory_assets import vocabulary as V
+from memory_assets.errors import ValidationError
+
+_TOKEN = re.compile(V.TOKEN_PATTERN)
+
+
+def token_of(number: int) -> str:
+    """The token of a unit number."""
+    return f"{V.TOKEN_PREFIX}{number}"
+
+
+def number_of(token: str) -> int:
+    """The unit number of a `mem-<n>` token; ValidationError for anything else."""
+    match = _TOKEN.match(token or "")
+    if not match:
+        raise ValidationError("token", f"must look like {V.TOKEN_PREFIX}<n> (got {token!r})")
+    return int(match.group(1))
+
+
+def unit_id_of(conn: psycopg.Connection[Any], project: str, token: str) -> Any:
+    """The id of `mem-<n>` in a project; ValidationError when there is none."""
+    row = conn.execute("SELECT id FROM memory_units WHERE project = %s AND number = %s",
+                       (project, number_of(token))).fetchone()
+    if row is None:
+        raise ValidationError("token", f"no unit {token} in project {project}")
+    return row[0]

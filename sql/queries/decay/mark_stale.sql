@@ -1,0 +1,4 @@
+-- Turn the active units whose decayed trust the day's scores found too low into stale ones (never back).
+UPDATE memory_units u SET status = {status_stale}, updated_by = 'decay'
+FROM decay_scores d
+WHERE d.day = %(day)s::date AND d.unit_id = u.id AND d.stale AND u.status = {status_active};

@@ -1,0 +1,2 @@
+-- The model recall serves.
+SELECT {embeddings/_serving_model};

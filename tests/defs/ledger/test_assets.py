@@ -1,0 +1,110 @@
+"""The ledger asset, its checks and its sensor, run through Dagster on the real database."""
+
+import subprocess
+import sys
+from datetime import UTC, datetime
+
+import dagster as dg
+import psycopg
+
+from memory_assets.defs import runner
+from memory_assets.defs.automation import inbox_sensor
+from memory_assets.gates import validate
+from memory_assets.ledger import capture
+from memory_assets.resources import PostgresResource
+from tests.cases import REPO
+
+TABLES = ("memory_units", "memory_sources", "memory_inbox", "memory_rejections", "memory_projects")
+
+
+def snapshot(url):
+    with psycopg.connect(url) as conn:
+        return {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in TABLES}
+
+
+def candidates():
+    facts = [("Staging needs TLS", "Staging requires sslmode=require because the proxy refuses plain TCP."),
+             ("Builds need memory", "Release builds need 8 GiB because the linker holds every object.")]
+    rows = [validate(project="acme", kind="env", type="semantic", title=t, body=b, task_id=f"T-{i}")
+            for i, (t, b) in enumerate(facts)]
+    rows.append(validate(project="acme", kind="env", type="semantic", title=facts[0][0], body=facts[0][1],
+                         task_id="T-9"))
+    rows.append(validate(project="acme", kind="decision", type="semantic", title="Use X", body="We chose X."))
+    return rows
+
+
+def test_materialising_a_day_folds_the_inbox_and_rematerialising_changes_nothing(mem):
+    with mem.connection() as conn:
+        counts = capture.remember_many(conn, candidates(), fold_now=False)
+    assert counts["captured"] == 3 and counts["rejected"] == {"decision_kind": 1}
+    today = datetime.now(UTC).date()
+    instance = runner.dagster_instance(mem.url)
+    results = runner.materialize_day(today, instance)
+    assert all(r.success for r in results)
+    metadata = results[0].get_asset_materialization_events()[0].materialization.metadata
+    assert metadata["units_inserted"].value == 2 and metadata["sources_linked"].value == 3
+    assert metadata["rejections_by_reason"].data == {"decision_kind": 1}
+    checks = {e.check_name: e.passed for e in results[0].get_asset_check_evaluations()}
+    assert checks == {"no_duplicate_live_units": True, "no_secrets_in_live_units": True,
+                      "private_units_keep_their_audience": True, "ledger_units_expectations": True}
+    first = snapshot(mem.url)
+    for _ in range(2):
+        assert all(r.success for r in runner.materialize_day(today, instance))
+        assert snapshot(mem.url) == first
+
+
+def test_secret_check_fails_on_a_unit_that_bypassed_the_gate(mem):
+    mem.remember(project="acme", kind="env", type="semantic", title="Build cache",
+                 body="The build cache lives on NFS because local disks are small.")
+    with mem.connection() as conn:
+        # simulate a writer that bypassed the gate (an old import, a detector added later)
+        conn.execute("UPDATE memory_units SET body = body || ' AKIA' || 'Q3ZX7KD4LMNPW2RT'")
+        conn.commit()
+    from memory_assets.defs.ledger.checks import no_secrets_in_live_units
+
+    result = no_secrets_in_live_units(postgres=PostgresResource(database_url=mem.url))
+    assert not result.passed and result.metadata["units_with_secrets"].value == 1
+
+
+def test_audience_check_fails_when_private_to_drifts_from_the_sources(mem):
+    shared = mem.remember(project="acme", kind="env", type="semantic", title="Build cache",
+                          body="The build cache lives on NFS because local disks are small.")
+    mine = mem.remember(project="acme", kind="env", type="semantic", title="My build cache", persona="ana",
+                        visibility="private", body="Ana keeps a second build cache on her laptop's SSD.")
+    from memory_assets.defs.ledger.checks import private_units_keep_their_audience
+
+    assert private_units_keep_their_audience(postgres=PostgresResource(database_url=mem.url)).passed
+    with mem.connection() as conn:  # a writer that bypassed the write path: one unit opened, one closed
+        conn.execute("UPDATE memory_units SET private_to = NULL WHERE id = %s", (mine.unit_id,))
+        conn.execute("UPDATE memory_units SET private_to = '{bo}' WHERE id = %s", (shared.unit_id,))
+        conn.commit()
+    result = private_units_keep_their_audience(postgres=PostgresResource(database_url=mem.url))
+    assert not result.passed and sorted(result.metadata["unit_ids"].value) == sorted([mine.unit_id, shared.unit_id])
+
+
+def test_inbox_sensor_requests_the_days_with_unfolded_rows(mem):
+    resource = PostgresResource(database_url=mem.url)
+    context = dg.build_sensor_context(resources={"postgres": resource})
+    assert isinstance(inbox_sensor(context), dg.SkipReason)
+    with mem.connection() as conn:
+        capture.remember_many(conn, candidates()[:1], fold_now=False)
+    requests = inbox_sensor(dg.build_sensor_context(resources={"postgres": resource}))
+    assert [r.partition_key for r in requests] == [datetime.now(UTC).date().isoformat()]
+
+
+def test_definitions_validate():
+    result = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate",
+                             "-m", "memory_assets.definitions"],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_embedded_server_reattaches_to_the_same_data_after_restart(tmp_path):
+    script = ("import memory_assets, sys; m = memory_assets.connect(home=sys.argv[1]); "
+              "r = m.remember(project='p', kind='env', type='semantic', title='Fact', "
+              "body='Port 5 is open because of X.');"
+              "print(r.status, r.token)")
+    runs = [subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True,
+                           timeout=120, env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}) for _ in range(2)]
+    assert [r.stdout.strip() for r in runs] == ["active mem-1", "duplicate mem-1"], [r.stderr[-500:] for r in runs]
+    assert not (tmp_path / "pg" / "postmaster.pid").exists()  # the last holder stopped it

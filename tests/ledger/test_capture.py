@@ -1,0 +1,192 @@
+"""The write path on the real database: dedupe, numbering under concurrency, rejections that leave no text."""
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import psycopg
+import pytest
+
+import memory_assets
+from memory_assets import database, quality
+from memory_assets import vocabulary as V
+from tests.cases import EXCLUSION_CASES, SECRETS
+
+GOTCHA = dict(kind="gotcha", type="procedural", title="Dagster 1.13.28 breaks dagster-postgres",
+              body="pip resolves a 2021 dagster-postgres with dagster 1.13.28.\n"
+                   "Repro: pip install dagster==1.13.28 dagster-postgres")
+
+
+def test_remember_inserts_and_exact_duplicate_adds_a_source(mem):
+    first = mem.remember(project="acme", task_id="T-1", **GOTCHA)
+    assert (first.status, first.token) == ("active", "mem-1")
+    again = mem.remember(project="acme", task_id="T-2", **{**GOTCHA, "title": GOTCHA["title"].upper()})
+    assert (again.status, again.token, again.unit_id) == ("duplicate", "mem-1", first.unit_id)
+    replay = mem.remember(project="acme", task_id="T-2", **GOTCHA)
+    assert replay.status == "duplicate"
+    unit = mem.unit("acme", "mem-1")
+    assert [s["task_id"] for s in unit["sources"]] == ["T-1", "T-2"]
+    assert mem.unit("acme", "mem-2") is None
+
+
+@pytest.mark.parametrize("confidence,status", [(0.3, "review"), (0.7, "proposed"), (0.95, "active")])
+def test_initial_status_follows_confidence(mem, confidence, status):
+    assert mem.remember(project="acme", confidence=confidence, **GOTCHA).status == status
+
+
+def test_fifty_concurrent_writers_of_one_fact_leave_one_unit_and_fifty_sources(mem, conn):
+    barrier = threading.Barrier(50)
+
+    def write(i):
+        barrier.wait()
+        return mem.remember(project="acme", task_id=f"T-{i}", **GOTCHA)
+
+    with ThreadPoolExecutor(50) as pool:
+        results = list(pool.map(write, range(50)))
+    assert len({r.unit_id for r in results}) == 1
+    assert sorted(r.status for r in results).count("duplicate") == 49
+    assert conn.execute("SELECT count(*) FROM memory_units "
+                        "WHERE status IN ('proposed','review','active')").fetchone()[0] == 1
+    assert conn.execute("SELECT count(*) FROM memory_sources").fetchone()[0] == 50
+
+
+def test_twenty_concurrent_first_writes_to_a_new_project_number_without_gaps(mem, conn):
+    barrier = threading.Barrier(20)
+
+    def write(i):
+        barrier.wait()
+        return mem.remember(project="brand-new", kind="env", type="semantic", title=f"Fact number {i}",
+                            body=f"Service {i} listens on port {8000 + i} because the proxy maps it.", task_id=f"T-{i}")
+
+    with ThreadPoolExecutor(20) as pool:
+        tokens = [r.token for r in pool.map(write, range(20))]
+    assert sorted(tokens, key=lambda t: int(t[4:])) == [f"mem-{n}" for n in range(1, 21)]
+    assert conn.execute("SELECT last_number FROM memory_projects WHERE project = 'brand-new'").fetchone()[0] == 20
+
+
+def test_each_rejection_is_counted_and_leaves_no_text(mem, conn, stored_text):
+    for reason, overrides in EXCLUSION_CASES:
+        fields = dict(project="acme", kind="env", type="semantic", title="Staging needs TLS", task_id="T-9")
+        fields.update(overrides)
+        assert mem.remember(**fields).reason == reason
+    counts = dict(conn.execute("SELECT reason, sum(count) FROM memory_rejections GROUP BY reason").fetchall())
+    assert counts == {V.REASON_DECISION_KIND: 1, V.REASON_SESSION_SUMMARY: 1, V.REASON_TASK_STATE: 2,
+                      V.REASON_LOCATOR_ONLY: 1, V.REASON_VERBATIM_FILE_TEXT: 1, V.REASON_GOTCHA_WITHOUT_REPRO: 1}
+    dump = stored_text()
+    for _, overrides in EXCLUSION_CASES:
+        for fragment in (overrides["body"][:25], overrides["body"][-25:]):
+            assert fragment not in dump
+
+
+def test_canon_duplicates_are_rejected_per_project(mem):
+    readme = ("# Setup\n\nStaging PostgreSQL requires sslmode=require because the proxy refuses plain TCP "
+              "connections from the office network.")
+    assert mem.register_canon("acme", "README.md", readme) == 1
+    restated = dict(kind="env", type="semantic", title="Staging TLS", paths=["README.md"],
+                    body="Staging PostgreSQL requires sslmode=require because the proxy refuses plain TCP connections.")
+    assert mem.remember(project="acme", **restated).reason == V.REASON_CANON_DUPLICATE
+    assert mem.remember(project="other", **restated).status == "active"
+
+
+def test_no_secret_of_any_kind_persists_or_is_logged(mem, stored_text, caplog):
+    caplog.set_level(logging.DEBUG)
+    assert len(SECRETS) >= 15
+    for name, secret, _ in SECRETS:
+        placements = [
+            dict(title=f"Token {secret}"[:80], body="Use this value for the deploy step, it is required."),
+            dict(title="Deploy credential", body=f"Deploy with {secret} on the staging host."),
+            dict(title="Deploy credential file", body="The deploy step reads its credential from this path.",
+                 paths=[f"config/{secret}"]),
+        ]
+        for i, placement in enumerate(placements):
+            result = mem.remember(project="acme", kind="env", type="semantic", task_id=f"{name}-{i}", **placement)
+            assert result.reason == V.REASON_SECRET, (name, i)
+    dump = stored_text()
+    logs = caplog.text
+    for name, _, needle in SECRETS:
+        assert needle not in dump, name
+        assert needle not in logs, name
+
+
+def test_decision_kind_is_refused_by_api_and_database(mem, conn):
+    assert mem.remember(project="acme", kind="decision", type="semantic", title="Use PostgreSQL",
+                        body="We chose PostgreSQL.").reason == V.REASON_DECISION_KIND
+    conn.execute("INSERT INTO memory_projects (project) VALUES ('acme') ON CONFLICT DO NOTHING")
+    with pytest.raises(psycopg.errors.CheckViolation):
+        conn.execute("INSERT INTO memory_units (project, number, type, kind, title, body, status, confidence, "
+                     "importance, trust, content_hash) VALUES ('acme', 1, 'semantic', 'decision', 't', 'b', "
+                     "'active', 0.9, 0.5, 0.5, 'h')")
+
+
+@pytest.mark.parametrize("column,value", [("title", "x" * 81), ("body", "y" * 1201), ("confidence", 1.5),
+                                          ("status", "deleted"), ("type", "factual"), ("body", " ")])
+def test_database_refuses_bad_rows(conn, column, value):
+    row = dict(project="acme", number=1, type="semantic", kind="env", title="t", body="b", status="active",
+               confidence=0.9, importance=0.5, trust=0.5, content_hash="h")
+    row[column] = value
+    conn.execute("INSERT INTO memory_projects (project) VALUES ('acme') ON CONFLICT DO NOTHING")
+    with pytest.raises(psycopg.errors.CheckViolation):
+        conn.execute(f"INSERT INTO memory_units ({', '.join(row)}) VALUES ({', '.join(['%s'] * len(row))})",
+                     list(row.values()))
+
+
+def test_live_content_is_unique_in_the_database(mem, conn):
+    unit = mem.unit("acme", mem.remember(project="acme", **GOTCHA).token)
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        conn.execute("INSERT INTO memory_units (project, number, type, kind, title, body, status, confidence, "
+                     "importance, trust, content_hash) VALUES ('acme', 2, 'procedural', 'gotcha', 't', 'b', "
+                     "'proposed', 0.9, 0.5, 0.5, %s)", (unit["content_hash"],))
+
+
+def test_bad_input_writes_nothing(mem, conn):
+    for bad in (dict(title="x" * 81), dict(body=""), dict(kind="opinion"), dict(confidence=1.5),
+                dict(title="broken \udcff")):
+        with pytest.raises(memory_assets.ValidationError):
+            mem.remember(project="acme", **{**GOTCHA, **bad})
+    for table in ("memory_units", "memory_inbox", "memory_sources", "memory_rejections", "audit_log"):
+        assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
+
+
+def test_the_database_checks_match_the_vocabulary(conn):
+    """The CHECK constraints and the live-content index speak the vocabulary module's sets, no more, no less."""
+    definitions = " ".join(row[0] for row in conn.execute(
+        "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'memory_units'::regclass"))
+    for value in (*V.KINDS, *V.TYPES, *V.STATUSES):
+        assert f"'{value}'" in definitions, value
+    assert "'decision'" not in definitions
+    index = conn.execute("SELECT pg_get_indexdef('memory_units_live_content'::regclass)").fetchone()[0]
+    assert all(f"'{s}'" in index for s in V.LIVE_STATUSES)
+    assert not any(f"'{s}'" in index for s in set(V.STATUSES) - set(V.LIVE_STATUSES))
+    assert set(V.EXCLUSION_KINDS) | {V.REASON_DECISION_KIND, V.REASON_SECRET} == set(V.REJECTION_REASONS)
+    for table in ("memory_sources", "memory_inbox"):
+        check = " ".join(row[0] for row in conn.execute(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'c' "
+            "AND pg_get_constraintdef(oid) LIKE '%%visibility%%'", (table,)))
+        assert all(f"'{v}'" in check for v in V.VISIBILITIES), table
+
+
+def test_a_units_audience_widens_with_each_contribution(mem, conn):
+    """private_to: the first private contributor, then every private one, then everyone once a source is shared."""
+    def audience():
+        return mem.unit("acme", "mem-1")["private_to"]
+
+    fact = dict(project="acme", kind="env", type="semantic", title="Relay vendor", body="The relay comes from Ostwind.")
+    mem.remember(**fact, persona="ana", task_id="T-1", visibility="private")
+    assert audience() == ["ana"]
+    mem.remember(**fact, persona="bo", task_id="T-2", visibility="private")
+    assert audience() == ["ana", "bo"]
+    assert quality.units_with_wrong_audience(conn) == []
+    mem.remember(**fact, persona="cy", task_id="T-3")
+    assert audience() is None
+    mem.remember(**fact, persona="dee", task_id="T-4", visibility="private")  # a shared fact stays shared
+    assert audience() is None and quality.units_with_wrong_audience(conn) == []
+    assert ([s["visibility"] for s in mem.unit("acme", "mem-1")["sources"]]
+            == ["private", "private", "project", "private"])
+
+
+def test_named_queries_spell_the_live_statuses_from_the_vocabulary():
+    """No named query hand-types the live-status list: fold_inbox's ON CONFLICT must match the index predicate."""
+    for name in database.query_names():
+        raw = (database.sql_dir() / "queries" / f"{name}.sql").read_text()
+        assert "{live_statuses}" not in database.query(name) and "'proposed', 'review'" not in raw, name
+    assert f"WHERE status IN {database.sql_list(V.LIVE_STATUSES)}" in database.query("ledger/fold_inbox")

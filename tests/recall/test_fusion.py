@@ -1,0 +1,93 @@
+"""Fusion and scoring as pure functions: no database, no model, just the arithmetic recall ranks by."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memory_assets import vocabulary as V
+from memory_assets.recall import fusion
+
+AT = datetime(2024, 6, 1, tzinfo=UTC)
+
+
+def details(**units: dict) -> dict[str, dict]:
+    """Scoring details per unit id with neutral defaults."""
+    base = {"number": 1, "importance": 0.5, "trust": 0.5, "valid_from": AT, "personas": None, "session_id": None,
+            "recency": 1.0}
+    return {unit_id: {**base, **fields} for unit_id, fields in units.items()}
+
+
+def test_a_unit_first_in_both_legs_scores_one():
+    fused = fusion.fuse([("a", 0.1, False), ("b", 0.4, False)], [("a", 7.0, False), ("c", 2.0, False)], (1.0, 1.0))
+    assert fused["a"]["relevance"] == pytest.approx(1.0)
+    assert fused["b"]["sparse"] is None and fused["c"]["dense"] is None
+    assert fused["a"]["dense"] == pytest.approx(0.9)  # similarity = 1 - cosine distance
+    assert fused["b"]["relevance"] < 1.0 and fused["c"]["relevance"] < 1.0
+
+
+def test_an_empty_leg_takes_no_weight():
+    """With no sparse rows the dense leg alone decides, and its best row still scores 1."""
+    fused = fusion.fuse([("a", 0.2, False), ("b", 0.5, False)], [], (1.0, 1.3))
+    assert fused["a"]["relevance"] == pytest.approx(1.0)
+    assert fusion.fuse([], [], (1.0, 1.0)) == {}
+
+
+def test_rrf_share_mixes_rank_and_score():
+    """Two dense rows with nearly equal distances: the score part barely separates them, RRF does."""
+    fused = fusion.fuse([("a", 0.30, False), ("b", 0.31, False), ("c", 0.9, False)], [], (1.0, 0.0))
+    rrf_gap = fused["a"]["rrf"] - fused["b"]["rrf"]
+    assert rrf_gap == pytest.approx((1 / (V.RRF_K + 1) - 1 / (V.RRF_K + 2)) / (1 / (V.RRF_K + 1)))
+    assert fused["a"]["relevance"] > fused["b"]["relevance"] > fused["c"]["relevance"]
+
+
+def test_seeds_are_the_best_episodic_candidates():
+    fused = {u: {"relevance": r} for u, r in (("a", 0.9), ("b", 0.8), ("c", 0.7))}
+    assert fusion.seeds(fused, {"a", "c"}) == ["a", "c"]
+
+
+def test_neighbours_share_relevance_falling_with_distance():
+    fused = {"seed": {"relevance": 1.0, "dense": None, "sparse": None, "rrf": 0.0, "scores": 0.0}}
+    fusion.spread_to_neighbours(fused, [("seed", "next", 1), ("seed", "far", 2)])
+    assert fused["next"]["context"] == pytest.approx(V.CONTEXT_WEIGHT)
+    assert fused["far"]["context"] == pytest.approx(V.CONTEXT_WEIGHT / 2)
+    assert fused["seed"]["relevance"] == 1.0  # a seed is not lifted by its own neighbours
+
+
+def test_a_session_lifts_its_other_units_by_its_best():
+    fused = {"a": {"relevance": 1.0}, "b": {"relevance": 0.1}, "c": {"relevance": 0.5}}
+    scoring = details(a={"session_id": "s1"}, b={"session_id": "s1"}, c={"session_id": "s2"})
+    fusion.lift_sessions(fused, scoring)
+    assert fused["b"]["session"] == pytest.approx(V.SESSION_WEIGHT)
+    assert fused["c"]["session"] == pytest.approx(V.SESSION_WEIGHT * 0.5)
+
+
+def test_persona_and_date_cues_multiply_relevance_and_scores_stay_within_one():
+    fused = {u: {"relevance": 1.0} for u in ("named", "dated", "plain")}
+    scoring = details(named={"personas": ["maria"]}, dated={"valid_from": datetime(2023, 7, 7, 12, tzinfo=UTC)},
+                      plain={})
+    fusion.score(fused, scoring, "What did Maria plan on 7 July, 2023?", AT)
+    assert fused["named"]["persona"] == V.PERSONA_BOOST and "time" not in fused["named"]
+    assert fused["dated"]["time"] == V.TIME_CUE_BOOST and "persona" not in fused["dated"]
+    assert fused["dated"]["relevance"] > fused["named"]["relevance"] > fused["plain"]["relevance"]
+    assert all(0 < e["score"] <= 1 for e in fused.values())
+
+
+def test_the_final_score_follows_the_design_formula():
+    fused = {"a": {"relevance": 1.0}}
+    fusion.score(fused, details(a={"importance": 0.8, "recency": 0.5}), "plain words", AT)
+    relevance = 1.0 / fusion.max_relevance(False, False)
+    assert fused["a"]["score"] == pytest.approx(relevance * (0.7 + 0.2 * 0.8 + 0.1 * 0.5))
+
+
+def test_recency_halves_every_half_life_and_never_exceeds_one():
+    assert fusion.recency(AT, AT) == 1.0
+    assert fusion.recency(AT - timedelta(days=V.RECENCY_HALF_LIFE_DAYS), AT) == pytest.approx(0.5)
+    assert fusion.recency(AT + timedelta(days=3), AT) == 1.0  # valid from the future counts as now
+
+
+def test_ranking_breaks_ties_by_unit_number():
+    fused = {"late": {"score": 0.5}, "early": {"score": 0.5}, "best": {"score": 0.9}}
+    scoring = details(late={"number": 9}, early={"number": 2}, best={"number": 5})
+    assert fusion.ranked(fused, scoring, 2) == ["best", "early"]

@@ -1,0 +1,54 @@
+"""The request: query terms, validation and the context a request reads first."""
+
+from datetime import datetime
+
+import pytest
+
+from memory_assets import authz
+from memory_assets import vocabulary as V
+from memory_assets.errors import ValidationError
+from memory_assets.recall import request
+
+
+def note(mem, project, title, body, **kw):
+    return mem.remember(project=project, kind="note", type="semantic", title=title, body=body, **kw)
+
+
+def test_query_terms_are_bounded():
+    terms = request.tsquery_terms(" ".join(f"word{i}" for i in range(500)))
+    assert len(terms) == 32
+    assert request.tsquery_terms("What is the; DROP TABLE x --") == ["drop", "table"]
+
+
+@pytest.mark.parametrize("overrides,field", [
+    ({"project": "bad name!"}, "project"), ({"query": "  "}, "query"), ({"query": "x" * 2001}, "query"),
+    ({"k": 0}, "k"), ({"k": 101}, "k"), ({"k": "5"}, "k"), ({"kinds": ["decision"]}, "kinds"),
+    ({"types": ["factual"]}, "types"), ({"paths": "src/"}, "paths"), ({"as_of": datetime(2024, 1, 1)}, "as_of"),
+    ({"legs": "both"}, "legs"),
+])
+def test_a_bad_request_names_its_field(overrides, field):
+    """Validation needs no database: each bad argument is refused naming the field and its limit."""
+    args = {"project": "acme", "query": "deploy window", "k": 8, "kinds": None, "types": None, "paths": None,
+            "as_of": None, "legs": "hybrid", **overrides}
+    with pytest.raises(ValidationError) as error:
+        request.validate_query(**args)
+    assert error.value.field == field
+
+
+def test_request_parameters_carry_the_filters_and_the_ored_terms():
+    params = request.request_params("acme", ["deploy", "window"], 5, datetime(2024, 1, 1), False, kinds=("gotcha",))
+    assert params["tsquery"] == "deploy | window" and params["kinds"] == ["gotcha"] and params["paths"] is None
+    assert params["candidates"] == V.RECALL_CANDIDATES
+
+
+def test_ef_search_grows_with_the_project_between_its_bounds(mem, conn):
+    """The request sets hnsw.ef_search for the project's size: sqrt(units), between the floor and the ceiling."""
+    note(mem, "acme", "Deploy window", "Deploys happen on Tuesdays.")
+    actor = authz.Actor("t", read=("acme",))
+    floor = max(V.HNSW_EF_SEARCH, request.hnsw_candidates(10) * V.HNSW_OVERFETCH)
+    for units, expected in ((1, floor), (200**2, 200), (10**7, V.HNSW_EF_SEARCH_MAX)):
+        conn.execute("UPDATE memory_projects SET last_number = %s WHERE project = 'acme'", (units,))
+        with authz.scoped(conn, actor):
+            context = request.request_context(conn, "acme", 10)
+            assert (context.units, context.ef_search) == (units, expected)
+            assert conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()[0] == str(expected)

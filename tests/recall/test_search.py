@@ -1,0 +1,277 @@
+"""Hybrid recall end to end on the real store: legs, filters before LIMIT, as_of, RLS, visibility, cues."""
+
+import math
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+
+import memory_assets
+from memory_assets import authz, embeddings, lifecycle
+from memory_assets import vocabulary as V
+from memory_assets.errors import ValidationError
+from tests.cases import SERVING_MODEL as T1
+from tests.cases import embed_all
+
+
+def note(mem, project, title, body, **kw):
+    return mem.remember(project=project, kind="note", type="semantic", title=title, body=body, **kw)
+
+
+HYBRID_FIXTURE = [
+    ("Kettle maintenance", "Kettle ZX-81 needs descaling once a month."),                             # the answer
+    ("Invoice archive", "Invoice 2231 for asset ZX-81: descaling fee, ZX-81 freight, ZX-81 VAT, vendor Muller GmbH, "
+                        "payment terms net 30, cost centre 4410, tax year 2019."),                  # lexical only
+    ("How often must the ZX81 be decalcified", "Nobody has written the ZX81 schedule down."),       # semantic only
+    ("ZX81 decalcification interval", "The ZX81 decalcification interval is not documented."),     # semantic only
+    ("Boiler upkeep", "Mineral build-up in water boilers is removed with citric acid."),
+    ("Parking", "Visitors park on level two of the garage next door, bay K7 is reserved for deliveries."),
+]
+
+
+QUERY = "how frequently must the ZX-81 get descaled"
+
+
+def test_hybrid_beats_either_leg_alone(mem, conn, embedder):
+    tokens = [note(mem, "acme", t, b).token for t, b in HYBRID_FIXTURE]
+    embed_all(conn, embedder)
+    rank = {}
+    for legs in ("hybrid", "dense", "sparse"):
+        hits = [h.token for h in mem.recall("acme", QUERY, k=len(tokens), legs=legs)]
+        rank[legs] = hits.index(tokens[0])
+    assert rank["hybrid"] == 0 and rank["dense"] > 0 and rank["sparse"] > 0, rank
+
+
+def test_every_hit_has_citations_and_components(mem, conn, embedder):
+    for i, (title, body) in enumerate(HYBRID_FIXTURE):
+        note(mem, "acme", title, body, task_id=f"T-{i}", session_id="S-1", observed_sha="abc123")
+    embed_all(conn, embedder)
+    result = mem.recall("acme", QUERY, k=5)
+    assert result.mode == "hybrid" and len(result) == 5
+    for hit in result:
+        assert hit.citations and hit.citations[0]["task_id"].startswith("T-")
+        assert hit.citations[0]["commit"] == "abc123" and hit.citations[0]["session_id"] == "S-1"
+        assert set(hit.components) >= {"dense", "sparse", "rrf", "importance", "recency", "trust"}
+        assert 0 <= hit.score <= 1
+
+
+def test_filters_apply_before_limit(mem, conn, embedder):
+    # ten near-identical facts, all superseded, sit closest to the query; k active hits must still come back
+    for i in range(10):
+        old = note(mem, "acme", f"Deploy window {i}", f"Deploys to production happen on Tuesday slot {i}.")
+        new = note(mem, "acme", f"Unrelated fact {i}", f"Cafeteria menu item {i} is served on Fridays.")
+        lifecycle.supersede(conn, new.unit_id, old.unit_id)
+    embed_all(conn, embedder)
+    hits = mem.recall("acme", "when do deploys to production happen", k=5, legs="dense")
+    assert len(hits) == 5 and all(h.title.startswith("Unrelated") for h in hits)
+    assert all(h.status == "active" for h in hits)
+
+
+def test_kind_type_and_path_filters(mem, conn, embedder):
+    mem.remember(project="acme", kind="env", type="semantic", title="Staging TLS", paths=["infra/staging/db.tf"],
+                 body="Staging PostgreSQL requires sslmode=require because the proxy refuses plain TCP.")
+    mem.remember(project="acme", kind="qa", type="semantic", title="Why TLS on staging?",
+                 body="Because the proxy in front of staging PostgreSQL refuses plain TCP connections.")
+    embed_all(conn, embedder)
+    assert {h.kind for h in mem.recall("acme", "staging postgres tls", kinds=["env"])} == {"env"}
+    assert [h.kind for h in mem.recall("acme", "staging postgres tls", paths=["infra/"])] == ["env"]
+    assert mem.recall("acme", "staging postgres tls", types=["episodic"]).hits == []
+    with pytest.raises(ValidationError, match="kinds"):
+        mem.recall("acme", "x", kinds=["decision"])
+    with pytest.raises(ValidationError, match="k:"):
+        mem.recall("acme", "x", k=0)
+
+
+def test_as_of_follows_supersession(mem, conn, embedder):
+    old = note(mem, "acme", "VPN rollout deferred to Q3", "The VPN rollout was deferred to Q3.")
+    before = datetime.now(UTC)
+    new = note(mem, "acme", "VPN rollout cancelled", "The VPN rollout was cancelled for good.")
+    with conn.transaction():
+        lifecycle.supersede(conn, new.unit_id, old.unit_id)
+    embed_all(conn, embedder)
+    conn.execute("UPDATE memory_units SET valid_from = %s WHERE id = %s",
+                 (before + timedelta(microseconds=1), new.unit_id))
+    now_titles = [h.title for h in mem.recall("acme", "VPN rollout status", k=5)]
+    then_titles = [h.title for h in mem.recall("acme", "VPN rollout status", k=5, as_of=before)]
+    assert now_titles == ["VPN rollout cancelled"]
+    assert then_titles == ["VPN rollout deferred to Q3"]
+    with pytest.raises(ValidationError, match="as_of"):
+        mem.recall("acme", "VPN", as_of=datetime(2020, 1, 1))
+
+
+CRAFTED = ["' OR 1=1 --", "beta'); SELECT * FROM memory_units; --", "project = 'beta'", "secret beta launch plan",
+           "*", "beta | launch & !x", "%", "\\' OR project LIKE '%"]
+
+
+def test_rls_scoped_caller_never_sees_another_project(mem, conn, embedder):
+    note(mem, "alpha", "Alpha launch plan", "Alpha launches in March with three partners.")
+    note(mem, "beta", "Beta secret launch plan", "Beta launches secretly in April with one partner.")
+    embed_all(conn, embedder)
+    alpha_only = authz.Actor(name="agent-a", read=("alpha",))
+    for query in CRAFTED:
+        for project in ("alpha", "beta"):
+            for legs in ("hybrid", "dense", "sparse"):
+                hits = mem.recall(project, query, k=10, actor=alpha_only, legs=legs)
+                assert all(h.token and "Beta" not in h.title for h in hits), (query, project, legs)
+                if project == "beta":
+                    assert hits.hits == []
+
+
+def test_rls_as_the_non_owner_role_in_sql(mem, clean, embedder):
+    note(mem, "alpha", "Alpha fact", "Alpha runs on Mondays.", task_id="T-a")
+    note(mem, "beta", "Beta fact", "Beta runs on Tuesdays.", task_id="T-b")
+    with psycopg.connect(clean, autocommit=True) as raw:
+        with authz.scoped(raw, authz.Actor(name="a", read=("alpha",))):
+            assert raw.execute("SELECT current_user").fetchone()[0] == "memory_app"
+            assert raw.execute("SELECT rolsuper OR rolbypassrls FROM pg_roles "
+                               "WHERE rolname = current_user").fetchone() == (False,)
+            assert raw.execute("SELECT DISTINCT project FROM memory_units").fetchall() == [("alpha",)]
+            assert raw.execute("SELECT DISTINCT project FROM memory_sources").fetchall() == [("alpha",)]
+            assert raw.execute("SELECT count(*) FROM memory_units WHERE project = 'beta'").fetchone() == (0,)
+        with (pytest.raises(psycopg.errors.InsufficientPrivilege),
+              authz.scoped(raw, authz.Actor(name="a", read=("alpha",)))):
+            raw.execute("SELECT count(*) FROM memory_inbox")
+        writer = authz.Actor(name="a", read=("alpha",), write=("alpha",))
+        with authz.scoped(raw, writer):
+            assert raw.execute("UPDATE memory_units SET importance = 0.9 WHERE true").rowcount == 1
+        with pytest.raises(psycopg.errors.InsufficientPrivilege), authz.scoped(raw, writer):  # tombstoning needs forget
+            raw.execute("UPDATE memory_units SET status = 'forgotten', title = '', body = '' WHERE project = 'alpha'")
+        # after a scoped block the connection is the owner again, whether the block committed or was nested
+        assert raw.execute("SELECT current_user, current_setting('memory.read', true)").fetchone() == ("postgres", "")
+        with raw.transaction():
+            with authz.scoped(raw, authz.Actor(name="a", read=("alpha",))):
+                assert raw.execute("SELECT count(*) FROM memory_units").fetchone() == (1,)
+            assert (raw.execute("SELECT current_user, current_setting('memory.read', true)").fetchone()
+                    == ("postgres", ""))
+            assert raw.execute("SELECT count(*) FROM memory_units").fetchone() == (2,)
+
+
+def test_sparse_only_when_the_model_is_absent(mem, conn, clean, embedder):
+    note(mem, "acme", "Staging TLS", "Staging PostgreSQL requires sslmode=require.")
+    embed_all(conn, embedder)
+
+    def broken(model_key, query):
+        raise OSError("model files missing")
+
+    no_model = memory_assets.Memory(mem.pool, mem.url, encoder=lambda m, q: memory_assets.api.encode_query("nope", q))
+    result = no_model.recall("acme", "staging sslmode")
+    assert result.mode == "sparse_only" and [h.title for h in result] == ["Staging TLS"]
+    # a new serving model that has no vectors yet also degrades instead of failing
+    mem.set_serving_model("minilm-l6@gt0.1-t2")
+    result = mem.recall("acme", "staging sslmode")
+    assert result.mode == "sparse_only" and result.notes and len(result) == 1
+
+
+def test_the_sparse_leg_scores_a_match_by_the_idf_of_the_query_terms_it_contains(mem):
+    """A rare query word outweighs a common one however often the common one repeats (ts_rank alone would not)."""
+    for i in range(6):
+        note(mem, "acme", f"Deploy checklist {i}",
+             f"Deploy step {i}: deploy, then deploy again and read the deploy log.")
+    rare = note(mem, "acme", "Zebra crossing", "The zebra crossing outside the office is repainted in May.")
+    hits = mem.recall("acme", "deploy zebra", k=7, legs="sparse")
+    idf = lambda df: math.log(1 + (7 - df + 0.5) / (df + 0.5))  # noqa: E731 -- N = 7, the project's units
+    assert hits[0].token == rare.token and hits[0].components["sparse"] == pytest.approx(idf(1), abs=1e-6)
+    assert [h.components["sparse"] for h in hits[1:]] == pytest.approx([idf(6)] * 6, abs=1e-6)
+
+
+def test_the_hnsw_path_serves_the_same_filtered_hits_or_falls_back(mem, conn, embedder, monkeypatch):
+    for i in range(10):
+        old = note(mem, "acme", f"Deploy window {i}", f"Deploys to production happen on Tuesday slot {i}.")
+        new = note(mem, "acme", f"Unrelated fact {i}", f"Cafeteria menu item {i} is served on Fridays.")
+        lifecycle.supersede(conn, new.unit_id, old.unit_id)
+    embed_all(conn, embedder)
+    embeddings.ensure_model_index(conn, embeddings.model_spec(T1))
+    exact = [h.token for h in mem.recall("acme", "when do deploys to production happen", k=5, legs="dense")]
+    monkeypatch.setattr(V, "HNSW_MIN_PROJECT_UNITS", 0)
+    approximate = [h.token for h in mem.recall("acme", "when do deploys to production happen", k=5, legs="dense")]
+    assert approximate == exact and len(exact) == 5
+
+
+def standup(mem, day, text, session):
+    return mem.remember(project="acme", kind="note", type="episodic", title=text, body=text, valid_from=day,
+                        session_id=session, persona="lead")
+
+
+def test_a_named_date_lifts_the_units_of_that_date(mem, conn, embedder):
+    today = datetime.now(UTC).replace(hour=9, minute=0, second=0, microsecond=0)
+    early, late = today - timedelta(days=20), today - timedelta(days=6)
+    api = standup(mem, early, "Standup: we agreed to freeze the public API until the release.", "S-1")
+    schema = standup(mem, late, "Standup: we agreed to freeze the database schema until the audit.", "S-2")
+    embed_all(conn, embedder)
+    for day, expected in ((early, api), (late, schema)):
+        named = f"What did we agree to freeze on {day.day} {day.strftime('%B')}, {day.year}?"
+        hits = mem.recall("acme", named, k=2)
+        assert hits[0].token == expected.token and hits[0].components["time"] == V.TIME_CUE_BOOST
+        assert "time" not in hits[1].components
+
+
+def test_the_best_session_lifts_its_other_units(mem, conn, embedder):
+    day = datetime.now(UTC) - timedelta(days=3)
+    match = standup(mem, day, "Lead: the nightly backup job writes to the cold storage bucket.", "S-1")
+    for i in range(4):  # more than the neighbour window away from the match
+        standup(mem, day, f"Lead: agenda item {i} was postponed.", "S-1")
+    answer = standup(mem, day, "Lead: it runs at 02:00 UTC and keeps 30 days.", "S-1")
+    elsewhere = standup(mem, day, "Lead: the runbook says restores take about an hour.", "S-2")
+    embed_all(conn, embedder)
+    hits = {h.token: h for h in mem.recall("acme", "nightly backup cold storage bucket", k=10)}
+    assert hits[match.token].components["session"] == pytest.approx(V.SESSION_WEIGHT)
+    assert hits[answer.token].components["session"] == pytest.approx(V.SESSION_WEIGHT)
+    assert elsewhere.token not in hits or hits[elsewhere.token].components.get("session", 0) < V.SESSION_WEIGHT
+
+
+def test_turns_next_to_a_match_in_its_session_share_its_relevance(mem, conn, embedder):
+    """Neighbouring turns (by number, window 2, same session) get a share of a match's relevance; others none."""
+    day = datetime.now(UTC) - timedelta(days=3)
+    question = standup(mem, day, "Ana: when does the nightly backup of the billing database run?", "S-1")
+    answer = standup(mem, day, "Bo: at two in the morning, every day.", "S-1")
+    next_door = standup(mem, day, "Cy: the parking garage closes at ten.", "S-2")  # numbers 1 and 2 are in reach
+    embed_all(conn, embedder)
+    hits = {h.token: h for h in mem.recall("acme", "nightly backup billing database", k=10)}
+    assert hits[answer.token].components.get("context", 0) > 0
+    assert "context" not in hits[next_door.token].components  # another session, however close its number
+    assert list(hits).index(answer.token) < list(hits).index(next_door.token)
+    assert hits[question.token].components.get("context", 0) < hits[answer.token].components["context"]
+
+
+def test_a_private_unit_is_recalled_only_by_the_persona_that_contributed_it(mem, conn, embedder):
+    """Visibility is a filter before LIMIT in every leg and in the neighbouring-turn spread, and on citations."""
+    day = datetime.now(UTC) - timedelta(days=2)
+    shared = mem.remember(project="acme", kind="note", type="episodic", title="Lead: the QX-7 relay was swapped.",
+                          body="Lead: the QX-7 relay was swapped.", valid_from=day, session_id="S-1", persona="lead")
+    private = mem.remember(project="acme", kind="note", type="episodic", visibility="private",
+                           title="Ana: my QX-7 relay password hint is my cat's name.",
+                           body="Ana: my QX-7 relay password hint is my cat's name.", valid_from=day,
+                           session_id="S-1", persona="ana")
+    twice = dict(project="acme", kind="note", type="semantic", title="Relay vendor",
+                 body="The QX-7 relay comes from Ostwind.")
+    mem.remember(**twice, visibility="private", persona="ana", task_id="T-ana")
+    both = mem.remember(**twice, persona="bo", task_id="T-bo")  # the same fact shared by another agent
+    embed_all(conn, embedder)
+    ana = authz.Actor("ana", read=("acme",))
+    for legs in ("hybrid", "dense", "sparse"):
+        for actor in (None, authz.Actor("bo", read=("acme",))):
+            hits = mem.recall("acme", "QX-7 relay password hint cat", k=10, legs=legs, actor=actor)
+            assert private.token not in [h.token for h in hits] and shared.token in [h.token for h in hits], legs
+        own = mem.recall("acme", "QX-7 relay password hint cat", k=10, legs=legs, actor=ana)
+        assert private.token in [h.token for h in own], legs
+    # the private turn sits next to the shared one in session S-1: the neighbouring-turn spread must not add it
+    assert private.token in [h.token for h in mem.recall("acme", "swapped", k=10, legs="sparse", actor=ana)]
+    assert private.token not in [h.token for h in mem.recall("acme", "swapped", k=10, legs="sparse")]
+    for reader, tasks in ((ana, {"T-ana", "T-bo"}), (authz.Actor("bo", read=("acme",)), {"T-bo"})):
+        hit = next(h for h in mem.recall("acme", "relay vendor Ostwind", k=3, actor=reader) if h.token == both.token)
+        assert {c["task_id"] for c in hit.citations} == tasks, reader.name
+
+
+def test_another_personas_private_source_does_not_move_a_shared_unit(mem, conn, embedder):
+    """Scoring reads only the sources its reader may see: a private source names no persona to anyone else."""
+    fact = dict(project="acme", kind="note", type="semantic", title="Relay vendor",
+                body="The QX-7 relay comes from Ostwind.")
+    mem.remember(**fact, visibility="private", persona="ana", task_id="T-ana")
+    shared = mem.remember(**fact, persona="bo", task_id="T-bo")
+    embed_all(conn, embedder)
+    components = {}
+    for reader in ("ana", "bo"):
+        hits = mem.recall("acme", "what did ana say about the relay vendor", k=3,
+                          actor=authz.Actor(reader, read=("acme",)))
+        components[reader] = next(h for h in hits if h.token == shared.token).components
+    assert "persona" in components["ana"] and "persona" not in components["bo"], components
