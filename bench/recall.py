@@ -17,6 +17,7 @@ from bench.common import median, percentile, scratch_memory, write_result
 from bench.ingest import candidates
 from memory_assets import authz, embeddings
 from memory_assets import vocabulary as V
+from memory_assets.database import query
 from memory_assets.ledger import capture
 from memory_assets.recall import legs, request
 
@@ -51,10 +52,7 @@ def seed(mem, project: str, n: int, rng: np.random.Generator) -> None:
 def snapshot(mem, project: str) -> tuple[list[str], np.ndarray]:
     """The same vectors and filter (active, valid now, current revision) as numpy arrays."""
     with mem.connection() as conn:
-        rows = conn.execute(
-            "SELECT u.id::text, e.embedding FROM memory_embeddings e JOIN memory_units u ON u.id = e.unit_id "
-            "AND u.revision = e.unit_revision WHERE u.project = %s AND u.status = 'active' AND u.valid_from <= now() "
-            "AND (u.valid_until IS NULL OR u.valid_until > now()) AND e.model_key = %s", (project, MODEL)).fetchall()
+        rows = conn.execute(query("bench/recallable_vectors"), {"project": project, "model": MODEL}).fetchall()
     return [r[0] for r in rows], np.stack([r[1].to_numpy() for r in rows]).astype(np.float32)
 
 

@@ -58,7 +58,7 @@ def test_the_wheel_installs_no_generic_top_level_name(installed):
     source = {p.relative_to(REPO / "memory_assets").as_posix() for p in (REPO / "memory_assets").rglob("*.py")
               if "__pycache__" not in p.parts}
     source |= {f"resources/{p.name}" for p in (REPO / "resources").glob("*.py")}
-    assert source <= packaged, sorted(source - packaged)  # every module is shipped (the package list is explicit)
+    assert source <= packaged, sorted(source - packaged)  # every module and resource is shipped
 
 
 def test_the_installed_wheel_migrates_remembers_recalls_and_loads_its_definitions(installed, clean, tmp_path):
