@@ -21,7 +21,8 @@ daily_lifecycle_job = dg.define_asset_job(
     "daily_lifecycle", partitions_def=daily,
     selection=dg.AssetSelection.assets(ledger_units, curated_units, decay_scores, read_rate_metrics))
 embeddings_job = dg.define_asset_job("embed_day", partitions_def=model_days,
-                                     selection=dg.AssetSelection.assets(unit_embeddings))
+                                     selection=dg.AssetSelection.assets(unit_embeddings),
+                                     tags={V.RUN_KIND_TAG: V.RUN_KIND_EMBEDDING})
 consolidation_job = dg.define_asset_job("weekly_consolidation", partitions_def=weekly,
                                         selection=dg.AssetSelection.assets(consolidation_clusters))
 bundles_job = dg.define_asset_job("compile_bundles", partitions_def=projects,

@@ -19,6 +19,7 @@ from memory_assets.resources import EmbedderResource, PostgresResource
     group_name=V.ASSET_GROUP_EMBEDDINGS,
     kinds={"pgvector", "pytorch"},
     backfill_policy=dg.BackfillPolicy.single_run(),
+    pool=V.EMBEDDING_POOL,
 )
 def unit_embeddings(context: dg.AssetExecutionContext, postgres: PostgresResource,
                     embedder: EmbedderResource) -> dg.MaterializeResult[Any]:
