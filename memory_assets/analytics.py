@@ -8,10 +8,19 @@ from typing import Any
 import pandas as pd
 import psycopg
 
+from memory_assets import database
 from memory_assets import vocabulary as V
 from memory_assets.database import query
 
 KILL_WINDOW_DAYS = 28
+
+
+def connect(database_url: str | None = None, home: str | None = None) -> psycopg.Connection[Any]:
+    """A connection for analysts that cannot write: it runs as the read-only role memory_reader (SELECT on the
+    memory tables, never a unit's text) in read-only transactions, on DATABASE_URL or the embedded server."""
+    url = database.database_url(database_url, home)
+    options = f"-c timezone=UTC -c role={V.READER_ROLE} -c default_transaction_read_only=on"
+    return psycopg.connect(url, autocommit=True, options=options)
 
 
 def compute_read_rate(conn: psycopg.Connection[Any], day: date) -> int:

@@ -18,6 +18,7 @@ from memory_assets import vocabulary as V
 from memory_assets.ledger import canon, capture, units
 from memory_assets.ledger.capture import RememberResult
 from memory_assets.recall import RecallResult
+from memory_assets.recall.request import validate_query
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,8 @@ class Memory:
         supersedes: str | None = None,
         visibility: str = V.DEFAULT_VISIBILITY,
     ) -> RememberResult:
-        """Validate, gate, dedupe and store one unit; a ValidationError names the field and its limit."""
+        """Validate, gate, dedupe and store one unit; a ValidationError names the field and its limit. With the kill
+        switch on nothing is gated or stored: the status is "off" (no token, reason "killed")."""
         candidate = gates.validate(
             project=project, kind=kind, type=type, title=title, body=body, paths=paths, keywords=keywords,
             confidence=confidence, importance=importance, feed=feed, task_id=task_id, session_id=session_id,
@@ -98,23 +100,33 @@ class Memory:
             visibility=visibility, source_text=source_text,
         )
         with self.connection() as conn:
+            if events.killed(conn):
+                return RememberResult(status=V.MEMORY_OFF, reason=V.SWITCH_KILLED)
             return capture.remember(conn, candidate, supersedes=supersedes)
 
     def remember_many(self, candidates: list[gates.Candidate], *, fold_now: bool = True) -> dict[str, Any]:
-        """Bulk write path (imports, evaluations): every candidate gated, the rest captured and (by default) folded."""
+        """Bulk write path (imports, evaluations): every candidate gated, the rest captured and (by default) folded;
+        with the kill switch on nothing is (all counts 0, "off": True)."""
         with self.connection() as conn:
+            if events.killed(conn):
+                return {"captured": 0, "inserted": 0, "rejected": {}, V.MEMORY_OFF: True}
             return capture.remember_many(conn, candidates, fold_now=fold_now)
 
     def recall(self, project: str, query: str, k: int = V.RECALL_DEFAULT_K, as_of: datetime | None = None,
                kinds: list[str] | None = None, types: list[str] | None = None, paths: list[str] | None = None,
                actor: authz.Actor | None = None, legs: str = "hybrid") -> RecallResult:
-        """Hybrid recall of active units valid at `as_of` (default now), with score components and citations."""
+        """Hybrid recall of active units valid at `as_of` (default now), with score components and citations, as
+        `actor` (default: a reader of the project naming no persona); no hits, mode "off", under the kill switch."""
         with self.connection() as conn:
+            if events.killed(conn):
+                validate_query(project, query, k, kinds, types, paths, as_of, legs)
+                return RecallResult(hits=[], mode=V.MEMORY_OFF, notes=["memory is off: the kill switch is on"])
             return recall.recall(conn, project, query, k, as_of=as_of, kinds=kinds, types=types, paths=paths,
                                  actor=actor, encoder=self.encoder, legs=legs)
 
     def forget(self, project: str, token: str, actor: authz.Actor, reason: str | None = None) -> str:
-        """Tombstone a unit everywhere for good (needs the forget scope); returns its id."""
+        """Tombstone a unit everywhere for good (needs the forget scope: the CLI and the MCP server grant it only to
+        the deployment's operators, `authz.Actor.operator`); returns its id."""
         with self.connection() as conn:
             return lifecycle.forget(conn, project, token, actor, reason)
 
@@ -128,39 +140,68 @@ class Memory:
         with self.connection() as conn:
             return lifecycle.vote(conn, project, token, task_id, -1, actor)
 
-    def history(self, project: str, token: str) -> list[dict[str, Any]]:
-        """The supersession chain through a unit, oldest first."""
-        with self.connection() as conn:
+    def history(self, project: str, token: str, actor: authz.Actor | None = None) -> list[dict[str, Any]]:
+        """The supersession chain through a unit, oldest first, of the units `actor` may see (default: a reader of
+        the project naming no persona); ValidationError when it may not see the unit."""
+        with self.connection() as conn, authz.scoped(conn, actor or authz.Actor.reader(project)):
             return lifecycle.history(conn, project, token)
 
     def prompt_block(self, project: str, query: str | None = None, task_id: str | None = None,
-                     epic_id: str | None = None) -> str:
-        """A <memories> block of ≤ 8 units (recalled for the query, else the bundle's best) marked as untrusted
-        data; rendering records `injected` events. Empty, and nothing recorded, when memory is off for the task."""
+                     epic_id: str | None = None, actor: authz.Actor | None = None) -> str:
+        """A <memories> block of ≤ 8 units (recalled for the query, else the bundle's best) that `actor` may see,
+        marked as untrusted data; rendering records `injected` events. Empty, and nothing recorded, when memory is
+        off for the task or the kill switch is on."""
+        actor = actor or authz.Actor.reader(project)
         with self.connection() as conn:
+            if events.killed(conn):
+                return ""
             if task_id and events.effective_memory(conn, task_id, epic_id)["value"] == "off":
                 return ""
             if query:
                 hits = recall.recall(conn, project, query, V.PROMPT_MAX_UNITS, types=list(V.INJECTABLE_TYPES),
-                                     encoder=self.encoder)
+                                     actor=actor, encoder=self.encoder)
                 shown = [{"id": h.token, "kind": h.kind, "title": h.title, "body": h.body} for h in hits]
             else:
-                compiled = bundle.latest_bundle(conn, project) or bundle.compile_bundle(conn, project)
-                shown = bundle.prompt_units(conn, project, [u["id"] for u in compiled["units"][: V.PROMPT_MAX_UNITS]])
+                shown = self._bundle_units(conn, project, actor)
             block, tokens = bundle.render_prompt_block(shown)
             if task_id and tokens:
                 events.record_events(conn, project, task_id, [{"token": t, "kind": "injected", "channel": "prompt"}
                                                               for t in tokens])
             return block
 
+    def _bundle_units(self, conn: psycopg.Connection[Any], project: str, actor: authz.Actor) -> list[dict[str, Any]]:
+        """The text of the stored bundle's best units that `actor` may see; the first bundle is compiled here
+        (as the owner, like the asset: only project-visible units are eligible) when none is stored yet."""
+        with authz.scoped(conn, actor):
+            compiled = bundle.latest_bundle(conn, project)
+        if compiled is None and actor.may("read", project):
+            bundle.compile_bundle(conn, project)
+        with authz.scoped(conn, actor):
+            compiled = compiled or bundle.latest_bundle(conn, project)
+            if compiled is None:
+                return []
+            return bundle.prompt_units(conn, project, [u["id"] for u in compiled["units"][: V.PROMPT_MAX_UNITS]])
+
+    def bundle(self, project: str, actor: authz.Actor | None = None) -> dict[str, Any] | None:
+        """The project's latest stored bundle, the one agents read, if `actor` (default: a reader of the project)
+        may read the project; None before the first compile."""
+        with self.connection() as conn, authz.scoped(conn, actor or authz.Actor.reader(project)):
+            return bundle.latest_bundle(conn, project)
+
     def record_events(self, project: str, task_id: str, items: list[dict[str, Any]]) -> int:
-        """Record injected/read/cited/followed events; one row per (task, unit, kind) under any concurrency."""
+        """Record injected/read/cited/followed events; one row per (task, unit, kind) under any concurrency;
+        none (0) under the kill switch."""
         with self.connection() as conn:
+            if events.killed(conn):
+                return 0
             return events.record_events(conn, project, task_id, items)
 
     def cite_from_text(self, project: str, task_id: str, text: str) -> list[str]:
-        """Record `cited` events for the mem-<n> tokens of this project found in an agent's output."""
+        """Record `cited` events for the mem-<n> tokens of this project found in an agent's output; none ([])
+        under the kill switch."""
         with self.connection() as conn:
+            if events.killed(conn):
+                return []
             return events.cite_from_text(conn, project, task_id, text)
 
     def effective_memory(self, task_id: str, epic_id: str | None = None) -> dict[str, Any]:
@@ -178,15 +219,28 @@ class Memory:
         with self.connection() as conn:
             return bundle.compile_bundle(conn, project)
 
-    def unit(self, project: str, token: str) -> dict[str, Any] | None:
-        """The unit `mem-<n>` of a project with its sources, or None."""
-        with self.connection() as conn:
+    def unit(self, project: str, token: str, actor: authz.Actor | None = None) -> dict[str, Any] | None:
+        """The unit `mem-<n>` of a project with the sources `actor` may see (default: a reader of the project
+        naming no persona), or None when there is none it may see."""
+        with self.connection() as conn, authz.scoped(conn, actor or authz.Actor.reader(project)):
             return units.unit(conn, project, token)
 
-    def stats(self, project: str | None = None) -> dict[str, Any]:
-        """Units by status and kind, rejections by reason."""
-        with self.connection() as conn:
+    def stats(self, project: str | None = None, actor: authz.Actor | None = None) -> dict[str, Any]:
+        """Units by status and kind, rejections by reason, of what `actor` may see (default: a reader of the
+        project, or of every project when none is named, naming no persona)."""
+        with self.connection() as conn, authz.scoped(conn, actor or self._default_reader(conn, project)):
             return units.stats(conn, project)
+
+    def projects(self) -> list[str]:
+        """Every project's name, so a summary over all projects can be scoped to them."""
+        with self.connection() as conn:
+            return units.projects(conn)
+
+    def _default_reader(self, conn: psycopg.Connection[Any], project: str | None) -> authz.Actor:
+        """A reader of the named project, or of every project for a summary that names none."""
+        if project is not None:
+            return authz.Actor.reader(project)
+        return authz.Actor.readers(tuple(units.projects(conn)))
 
     def correct(self, project: str, token: str, *, title: str | None = None, body: str | None = None,
                 keywords: list[str] | None = None, actor: str = "api") -> int:
@@ -194,9 +248,10 @@ class Memory:
         with self.connection() as conn:
             return capture.correct(conn, project, token, title=title, body=body, keywords=keywords, actor=actor)
 
-    def review_queue(self, project: str | None = None) -> list[dict[str, Any]]:
-        """Units waiting in review, with the unit each conflicts with."""
-        with self.connection() as conn:
+    def review_queue(self, project: str | None = None, actor: authz.Actor | None = None) -> list[dict[str, Any]]:
+        """Units waiting in review that `actor` may see (default as in `stats`), with the unit each conflicts with
+        (empty where the reader may not see that one)."""
+        with self.connection() as conn, authz.scoped(conn, actor or self._default_reader(conn, project)):
             return curation.review_queue(conn, project)
 
     def decide(self, project: str, token: str, decision: str, target: str | None = None,

@@ -1,7 +1,9 @@
-"""Who is asking: an actor's project scopes, enforced by row-level security in each request's transaction."""
+"""Who is asking: an actor's project scopes and persona, enforced by row-level security in each request's
+transaction."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -9,43 +11,74 @@ from dataclasses import dataclass, field
 import psycopg
 
 from memory_assets import vocabulary as V
+from memory_assets.errors import ScopeError
 
 
 @dataclass(frozen=True)
 class Actor:
-    """A caller and the projects it may read, write and forget in."""
+    """A caller (its name is the persona whose private units it sees) and the projects it may read, write and
+    forget in; the empty name is a reader that names no persona and sees no private unit."""
 
-    name: str
+    name: str = V.NO_PERSONA
     read: tuple[str, ...] = field(default_factory=tuple)
     write: tuple[str, ...] = field(default_factory=tuple)
     forget: tuple[str, ...] = field(default_factory=tuple)
 
     @classmethod
-    def for_project(cls, project: str, name: str = "api", *, forget: bool = False) -> Actor:
-        """An actor that may read and write one project (and forget in it when asked)."""
+    def for_project(cls, project: str, name: str = V.NO_PERSONA, *, forget: bool = False) -> Actor:
+        """An actor that may read and write one project (and forget in it when in-process code asks; the CLI and
+        the MCP server grant forget only through `operator`)."""
         return cls(name=name, read=(project,), write=(project,), forget=(project,) if forget else ())
 
     @classmethod
-    def reader(cls, project: str, name: str | None = None) -> Actor:
-        """An actor that may only read one project; its name is the persona whose private units it also sees."""
-        return cls(name=name or "api", read=(project,))
+    def reader(cls, project: str, persona: str | None = None) -> Actor:
+        """An actor that may only read one project; its persona (if any) is whose private units it also sees."""
+        return cls(name=persona or V.NO_PERSONA, read=(project,))
+
+    @classmethod
+    def readers(cls, projects: tuple[str, ...], persona: str | None = None) -> Actor:
+        """An actor that may only read the given projects (a summary over several)."""
+        return cls(name=persona or V.NO_PERSONA, read=projects)
+
+    @classmethod
+    def operator(cls, project: str, name: str) -> Actor:
+        """An operator of one project (read, write, forget): only a name the deployment lists in
+        MEMORY_ASSETS_OPERATORS, so forgetting is never a flag a caller sets on itself."""
+        require_operator(name)
+        return cls(name=name, read=(project,), write=(project,), forget=(project,))
 
     def may(self, scope: str, project: str) -> bool:
         return project in getattr(self, scope)
 
 
+def operators() -> frozenset[str]:
+    """The operator names the deployment configured (MEMORY_ASSETS_OPERATORS, comma-separated), read at each call."""
+    return frozenset(name.strip() for name in os.environ.get(V.OPERATORS_ENV, "").split(",") if name.strip())
+
+
+def require_operator(name: str | None) -> str:
+    """The name when the deployment lists it as an operator; ScopeError naming the setting otherwise."""
+    allowed = operators()
+    if not name or name not in allowed:
+        where = "it is not set" if not allowed else f"{name!r} is not listed"
+        raise ScopeError(f"forget: needs an operator named in {V.OPERATORS_ENV} ({where})")
+    return name
+
+
 SCOPES = ("read", "write", "forget")
-# the role switch and the scopes in one round trip: set_config('role', …, true) is SET LOCAL ROLE
-SET_SCOPES = "SELECT set_config('role', %s, true), " + ", ".join(
-    f"set_config('memory.{scope}', %s, true)" for scope in SCOPES)
+# the role switch, the scopes and the persona in one round trip: set_config('role', …, true) is SET LOCAL ROLE
+SET_SCOPES = ("SELECT set_config('role', %s, true), "
+              + ", ".join(f"set_config('memory.{scope}', %s, true)" for scope in SCOPES)
+              + ", set_config('memory.persona', %s, true)")
 
 
 @contextmanager
 def scoped(conn: psycopg.Connection, actor: Actor) -> Iterator[psycopg.Connection]:
-    """A transaction run as the non-owner role with the actor's scopes set locally: the database filters rows."""
+    """A transaction run as the non-owner role with the actor's scopes and persona set locally: the database
+    filters the rows (other projects, other personas' private units and sources)."""
     outermost = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     with conn.transaction():
-        conn.execute(SET_SCOPES, [V.APP_ROLE, *(",".join(getattr(actor, scope)) for scope in SCOPES)])
+        conn.execute(SET_SCOPES, [V.APP_ROLE, *(",".join(getattr(actor, scope)) for scope in SCOPES), actor.name])
         yield conn
         if not outermost:  # inside an outer transaction SET LOCAL would outlive this block: hand the role back
-            conn.execute(SET_SCOPES, ["none", *("" for _ in SCOPES)])
+            conn.execute(SET_SCOPES, ["none", *("" for _ in SCOPES), V.NO_PERSONA])

@@ -29,10 +29,17 @@ def sanitize_title(title: str) -> str:
     return LEADING_MARKERS.sub("", text).strip()
 
 
-def compile_units(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Apply the caps in rank order: ≤ 500 units, ≤ 256 KiB, codemap ≤ 20 % of the units kept."""
+def bundle_header_bytes(project: str) -> int:
+    """The bytes of a bundle without units: the project's name and the widest revision count, as stored."""
+    header = {"v": V.BUNDLE_VERSION, "project": project, "revision": V.BUNDLE_MAX_REVISION, "units": []}
+    return len(json.dumps(header).encode())
+
+
+def compile_units(rows: list[dict[str, Any]], project: str) -> list[dict[str, Any]]:
+    """Apply the caps in rank order: ≤ 500 units, ≤ 256 KiB counted with the real header, codemap ≤ 20 % of the
+    units kept."""
     kept: list[dict[str, Any]] = []
-    size = len(json.dumps({"v": V.BUNDLE_VERSION, "project": "", "revision": 0, "units": []}))
+    size = bundle_header_bytes(project)
     codemaps = 0
     max_codemaps = int(V.BUNDLE_MAX_UNITS * V.BUNDLE_MAX_CODEMAP_SHARE)
     for row in rows:
@@ -43,7 +50,7 @@ def compile_units(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         unit = {"id": row["id"], "kind": row["kind"], "title": sanitize_title(row["title"]), "paths": row["paths"],
                 "keywords": row["keywords"], "trust": round(float(row["trust"]), 3),
                 "importance": round(float(row["importance"]), 3)}
-        added = len(json.dumps(unit)) + 2
+        added = len(json.dumps(unit).encode()) + 2  # and the ", " before it
         if size + added > V.BUNDLE_MAX_BYTES:
             break
         kept.append(unit)
@@ -62,7 +69,7 @@ def compile_bundle(conn: psycopg.Connection[Any], project: str) -> dict[str, Any
         rows = cur.execute(query("bundle/eligible_units"), {
             "project": project, "types": list(V.INJECTABLE_TYPES), "min_trust": V.BUNDLE_MIN_TRUST,
             "hours": V.BUNDLE_PATH_VERIFIED_HOURS}).fetchall()
-    units = compile_units(rows)
+    units = compile_units(rows, project)
     content_hash = hashlib.sha256(json.dumps(units, sort_keys=True).encode()).hexdigest()
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"bundle:{project}",))

@@ -54,8 +54,7 @@ def curate_day(conn: psycopg.Connection[Any], model_key: str, day: date,
                     "project": unit["project"], "kind": unit["kind"], "number": unit["number"],
                     "unit_id": unit["id"], "model": model_key}).fetchone()
                 action = verdict(unit, nearest, agreement)
-                if nearest is not None and action == "merge":
-                    merge(conn, unit["id"], nearest["id"])
+                if nearest is not None and action == "merge" and merge(conn, unit["id"], nearest["id"]):
                     counts["merged"] += 1
                 elif nearest is not None and action == "review":
                     conn.execute(query("curation/mark_review"),
@@ -78,14 +77,24 @@ def curate_day(conn: psycopg.Connection[Any], model_key: str, day: date,
     return counts
 
 
-def merge(conn: psycopg.Connection[Any], newcomer: Any, canonical: Any) -> None:
-    """Fold a near-duplicate into the older unit: its sources move over, importance rises, the newcomer retires."""
+def merge(conn: psycopg.Connection[Any], newcomer: Any, canonical: Any) -> bool:
+    """Fold a near-duplicate into the older unit: its sources move over, importance rises, the newcomer retires.
+
+    False, and nothing changed, when either unit was forgotten (or left the live statuses) since curation chose
+    them: a merge never feeds a tombstone nor revives one.
+    """
     pair = {"canonical": canonical, "newcomer": newcomer}
+    project = conn.execute("SELECT project FROM memory_units WHERE id = %s", (newcomer,)).fetchone()
+    if project is None:
+        return False
+    lifecycle.hold_derivations(conn, project[0])
+    if len(conn.execute(query("curation/lock_pair"), pair).fetchall()) < 2:
+        return False
     conn.execute(query("curation/merge_sources"), pair)
     conn.execute(query("curation/bump_importance"), {"bump": V.MERGE_IMPORTANCE_BUMP, "unit_id": canonical})
-    retired = conn.execute(query("curation/retire_duplicate"), pair).fetchone()
-    project = retired[0] if retired else None
-    audit.record(conn, "curation", "merge", project=project, unit_id=newcomer, details={"into": str(canonical)})
+    conn.execute(query("curation/retire_duplicate"), pair)
+    audit.record(conn, "curation", "merge", project=project[0], unit_id=newcomer, details={"into": str(canonical)})
+    return True
 
 
 # --- Review ---------------------------------------------------------------------------------

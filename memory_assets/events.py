@@ -44,14 +44,35 @@ def cite_from_text(conn: psycopg.Connection[Any], project: str, task_id: str, te
 
 # --- The memory switch ----------------------------------------------------------------------
 
+SWITCH_SCOPES = ("task", "epic", "system", "kill", "holdout")
+
+
 def set_switch(conn: psycopg.Connection[Any], scope: str, key: str, value: str) -> None:
     """Set memory on/off for a task, an epic or the system, the kill switch (on = kill), or the holdout %."""
+    if scope not in SWITCH_SCOPES:
+        raise ValidationError("scope", f"must be one of {', '.join(SWITCH_SCOPES)} (got {scope!r})")
     if scope == "holdout":
-        if not 0 <= float(value) <= 100:
-            raise ValidationError("holdout", f"a percentage between 0 and 100 (got {value})")
+        holdout_percent(value)
     elif value not in V.SWITCH_VALUES:
         raise ValidationError("value", f"must be on or off (got {value!r})")
     conn.execute(query("events/set_switch"), {"scope": scope, "key": key, "value": str(value)})
+
+
+def holdout_percent(value: object) -> float:
+    """A holdout share as a number in 0..HOLDOUT_MAX_PERCENT: more would hold most tasks out of memory."""
+    try:
+        percent = float(str(value))
+    except ValueError:
+        raise ValidationError("holdout", f"must be a percentage (got {value!r})") from None
+    if not 0 <= percent <= V.HOLDOUT_MAX_PERCENT:  # NaN fails both comparisons
+        raise ValidationError("holdout", f"a percentage between 0 and {V.HOLDOUT_MAX_PERCENT} (got {value!r})")
+    return percent
+
+
+def killed(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the kill switch is on: then memory does nothing at all (no writes, no blocks, no events)."""
+    row = conn.execute("SELECT value FROM memory_switch WHERE scope = 'kill' AND key = ''").fetchone()
+    return row is not None and row[0] == "on"
 
 
 def holdout_bucket(unit_of_assignment: str) -> float:
@@ -60,16 +81,17 @@ def holdout_bucket(unit_of_assignment: str) -> float:
 
 
 def resolve(settings: dict[tuple[str, str], str], task_id: str, epic_id: str | None) -> tuple[str, str]:
-    """(value, source): kill switch, then holdout, then task setting, then epic setting, then the system default."""
+    """(value, source): the kill switch, then the task setting, the epic setting, the holdout, the system default;
+    an explicit setting outranks the holdout, which only assigns tasks nobody decided for."""
     if settings.get(("kill", "")) == "on":
-        return "off", "killed"
-    holdout = float(settings.get(("holdout", ""), 0))
-    if holdout and holdout_bucket(epic_id or task_id) < holdout:
-        return "off", "holdout"
+        return "off", V.SWITCH_KILLED
     if ("task", task_id) in settings:
         return settings[("task", task_id)], "task"
     if epic_id and ("epic", epic_id) in settings:
         return settings[("epic", epic_id)], "epic"
+    holdout = float(settings.get(("holdout", ""), 0))
+    if holdout and holdout_bucket(epic_id or task_id) < holdout:
+        return "off", "holdout"
     return settings.get(("system", ""), V.SYSTEM_DEFAULT_MEMORY), "default"
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import difflib
+import functools
 import hashlib
+import math
 import re
+import struct
 import unicodedata
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal, overload
 
 from memory_assets import vocabulary as V
@@ -44,7 +46,12 @@ class Candidate:
 
     @property
     def idempotency_key(self) -> str:
-        parts = (self.project, self.task_id or "", self.source_ref or "", self.kind, self.content_hash)
+        """One key per contribution: a task's replay is a no-op; without a task, who contributed it (feed,
+        session, persona, visibility) tells contributions apart, so none collapses into another's source."""
+        parts: tuple[str, ...] = (self.project, self.task_id or "", self.source_ref or "", self.kind,
+                                  self.content_hash)
+        if not self.task_id:
+            parts += (self.feed, self.session_id or "", self.persona or "", self.visibility)
         return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
     @property
@@ -52,6 +59,12 @@ class Candidate:
         if self.confidence < V.REVIEW_BELOW_CONFIDENCE:
             return "review"
         return "active" if self.confidence >= V.ACTIVE_FROM_CONFIDENCE else "proposed"
+
+    @property
+    def provenance_ids(self) -> tuple[str, ...]:
+        """The ids stored and cited beside the unit, so the secret gate reads them with its text."""
+        ids = (self.feed, self.task_id, self.session_id, self.persona, self.model, self.observed_sha, self.source_ref)
+        return tuple(i for i in ids if i)
 
 
 def normalise(text: str) -> str:
@@ -66,20 +79,64 @@ def content_hash(kind: str, title: str, body: str) -> str:
 
 # --- Validation ---------------------------------------------------------------------------
 
+TIME_MIN = datetime.fromisoformat(V.TIME_MIN)
+TIME_MAX = datetime.fromisoformat(V.TIME_MAX)
+_ID = re.compile(V.ID_PATTERN)
+_PROJECT = re.compile(V.PROJECT_PATTERN)
+# What a field may hold beyond printable text: "line" fields (titles, items, ids) no control, format or line
+# separator character; "text" fields (bodies) tabs and line breaks too; "any" (source text, never stored) all but NUL.
+CharRule = Literal["line", "text", "any"]
+_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+_TEXT_ALLOWED = frozenset("\n\t")
+
+
+def shown(value: object) -> str:
+    """A value as an error message may quote it: short, ASCII, and never a credential."""
+    if isinstance(value, str) and has_secret(value[: V.BODY_MAX_CHARS]):
+        return "(not shown)"
+    text = ascii(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def bounded_time(field_name: str, value: object) -> datetime:
+    """A timezone-aware time within [TIME_MIN, TIME_MAX), so every later cast and interval stays in range."""
+    if not isinstance(value, datetime):
+        raise ValidationError(field_name, "must be a datetime")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValidationError(field_name, "must be timezone-aware")
+    if not TIME_MIN <= value < TIME_MAX:
+        raise ValidationError(field_name, f"must lie between {V.TIME_MIN[:10]} and {V.TIME_MAX[:10]} (UTC)")
+    return value
+
+
 def iso_time(field_name: str, text: str, *, naive_is_utc: bool = False) -> datetime:
     """An ISO 8601 time read from text (CLI flags, JSON lines, MCP arguments); naive ones as UTC when asked."""
     try:
         value = datetime.fromisoformat(text)
     except (TypeError, ValueError):
-        raise ValidationError(field_name, f"must be an ISO 8601 time (got {text!r})") from None
-    return value.replace(tzinfo=UTC) if naive_is_utc and value.tzinfo is None else value
+        raise ValidationError(field_name, f"must be an ISO 8601 time (got {shown(text)})") from None
+    return value.replace(tzinfo=TIME_MIN.tzinfo) if naive_is_utc and value.tzinfo is None else value
+
+
+def refuse_controls(field_name: str, value: str, rule: CharRule) -> None:
+    """ValidationError naming the field when the text holds a control or format character its rule refuses."""
+    if rule == "any" or value.isprintable():  # printable: no Cc, Cf, Zl, Zp (the common case, checked in C)
+        return
+    for char in value:
+        if rule == "text" and char in _TEXT_ALLOWED:
+            continue
+        if unicodedata.category(char) in _REFUSED_CATEGORIES:
+            raise ValidationError(field_name, f"must not contain control or format characters (U+{ord(char):04X})")
 
 
 @overload
-def text_field(field_name: str, value: object, max_chars: int, *, required: Literal[True] = True) -> str: ...
+def text_field(field_name: str, value: object, max_chars: int, *, required: Literal[True] = True,
+               rule: CharRule = "line") -> str: ...
 @overload
-def text_field(field_name: str, value: object, max_chars: int, *, required: bool) -> str | None: ...
-def text_field(field_name: str, value: object, max_chars: int, *, required: bool = True) -> str | None:
+def text_field(field_name: str, value: object, max_chars: int, *, required: bool,
+               rule: CharRule = "line") -> str | None: ...
+def text_field(field_name: str, value: object, max_chars: int, *, required: bool = True,
+               rule: CharRule = "line") -> str | None:
     """A stripped text field within its limit (None for an absent optional one); ValidationError names the field."""
     if value is None:
         if required:
@@ -87,18 +144,36 @@ def text_field(field_name: str, value: object, max_chars: int, *, required: bool
         return None
     if not isinstance(value, str):
         raise ValidationError(field_name, f"must be a string, got {type(value).__name__}")
+    if len(value) > 2 * max_chars + 1024:  # far over the limit: refused before any work on it
+        raise ValidationError(field_name, f"at most {max_chars} characters (got {len(value)})")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise ValidationError(field_name, "must be valid UTF-8") from None
     if "\x00" in value:
         raise ValidationError(field_name, "must not contain NUL characters")
+    if rule == "text":
+        value = value.replace("\r\n", "\n").replace("\r", "\n")  # one line ending, never a bare carriage return
     value = value.strip()
+    refuse_controls(field_name, value, rule)
     if required and not value:
         raise ValidationError(field_name, "must not be empty")
     if len(value) > max_chars:
         raise ValidationError(field_name, f"at most {max_chars} characters (got {len(value)})")
     return value or None
+
+
+@overload
+def identifier(field_name: str, value: object, *, required: Literal[True]) -> str: ...
+@overload
+def identifier(field_name: str, value: object, *, required: bool = False) -> str | None: ...
+def identifier(field_name: str, value: object, *, required: bool = False) -> str | None:
+    """An id or name in the strict grammar (V.ID_RULE), so no whitespace, control character or homoglyph hides in
+    what is stored beside a unit, logged and cited; the value is never quoted back."""
+    text = text_field(field_name, value, V.ID_MAX_CHARS, required=required)
+    if text is not None and not _ID.fullmatch(text):
+        raise ValidationError(field_name, V.ID_RULE)
+    return text
 
 
 def _items(field_name: str, values: object, max_items: int) -> tuple[str, ...]:
@@ -112,20 +187,43 @@ def _items(field_name: str, values: object, max_items: int) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))  # de-duplicated, order kept
 
 
-def _unit_interval(field_name: str, value: object) -> float:
+def unit_interval(field_name: str, value: object) -> float:
+    """A number in [0, 1] as a float the REAL columns store, range-checked before any conversion can overflow."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValidationError(field_name, f"must be a number between 0 and 1, got {value!r}")
-    if not 0.0 <= float(value) <= 1.0:
-        raise ValidationError(field_name, f"must be between 0 and 1 (got {value})")
-    return float(value)
+        raise ValidationError(field_name, f"must be a number between 0 and 1, got {type(value).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValidationError(field_name, f"must be a finite number between 0 and 1 (got {value})")
+    if not 0 <= value <= 1:  # exact for an int of any size: no float() before the range is known
+        raise ValidationError(field_name, f"must be between 0 and 1 (got {shown(value)})")
+    number = float(value)
+    if number and not struct.unpack("f", struct.pack("f", number))[0]:
+        return 0.0  # below the smallest REAL: PostgreSQL would refuse it as an underflow
+    return number
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_secret_name(name: str) -> bool:
+    return has_secret(name)
+
+
+def _name(field_name: str, name: str) -> str:
+    """A project or feed name that is no credential: it keys the rejection counters and the audit log."""
+    if _is_secret_name(name):
+        raise ValidationError(field_name, "looks like a credential and is never stored")
+    return name
 
 
 def project_name(value: object) -> str:
-    """A valid project name, or ValidationError naming the field and the rule."""
+    """A valid project name (never a credential), or ValidationError naming the field and the rule."""
     project = text_field("project", value, V.PROJECT_MAX_CHARS)
-    if not re.match(V.PROJECT_PATTERN, project):
+    if not _PROJECT.fullmatch(project):
         raise ValidationError("project", "letters, digits, '.', '_' and '-' only, starting with a letter or digit")
-    return project
+    return _name("project", project)
+
+
+def feed_name(value: object) -> str:
+    """A valid feed name (the identifier grammar, never a credential): rejections are counted per feed."""
+    return _name("feed", identifier("feed", value, required=True))
 
 
 def validate(
@@ -154,18 +252,14 @@ def validate(
     project_ = project_name(project)
     kind_ = text_field("kind", kind, 32)
     if kind_ not in V.KINDS and kind_ not in V.FORBIDDEN_KINDS:
-        raise ValidationError("kind", f"must be one of {', '.join(V.KINDS)} (got {kind_!r})")
+        raise ValidationError("kind", f"must be one of {', '.join(V.KINDS)} (got {shown(kind_)})")
     type_ = text_field("type", type, 32)
     if type_ not in V.TYPES:
-        raise ValidationError("type", f"must be one of {', '.join(V.TYPES)} (got {type_!r})")
-    if valid_from is not None:
-        if not isinstance(valid_from, datetime):
-            raise ValidationError("valid_from", "must be a datetime")
-        if valid_from.tzinfo is None:
-            raise ValidationError("valid_from", "must be timezone-aware")
+        raise ValidationError("type", f"must be one of {', '.join(V.TYPES)} (got {shown(type_)})")
+    valid_from_ = None if valid_from is None else bounded_time("valid_from", valid_from)
     if not isinstance(visibility, str) or visibility not in V.VISIBILITIES:
-        raise ValidationError("visibility", f"must be one of {', '.join(V.VISIBILITIES)} (got {visibility!r})")
-    persona_ = text_field("persona", persona, V.ID_MAX_CHARS, required=False)
+        raise ValidationError("visibility", f"must be one of {', '.join(V.VISIBILITIES)} (got {shown(visibility)})")
+    persona_ = identifier("persona", persona)
     if visibility == V.VISIBILITY_PRIVATE and not persona_:
         raise ValidationError("persona", "required when visibility is private (the persona that may recall it)")
     return Candidate(
@@ -173,21 +267,21 @@ def validate(
         kind=kind_,
         type=type_,
         title=text_field("title", title, V.TITLE_MAX_CHARS),
-        body=text_field("body", body, V.BODY_MAX_CHARS),
+        body=text_field("body", body, V.BODY_MAX_CHARS, rule="text"),
         paths=_items("paths", paths, V.PATHS_MAX),
         keywords=_items("keywords", keywords, V.KEYWORDS_MAX),
-        confidence=_unit_interval("confidence", confidence),
-        importance=_unit_interval("importance", importance),
-        feed=text_field("feed", feed, V.ID_MAX_CHARS),
-        task_id=text_field("task_id", task_id, V.ID_MAX_CHARS, required=False),
-        session_id=text_field("session_id", session_id, V.ID_MAX_CHARS, required=False),
+        confidence=unit_interval("confidence", confidence),
+        importance=unit_interval("importance", importance),
+        feed=feed_name(feed),
+        task_id=identifier("task_id", task_id),
+        session_id=identifier("session_id", session_id),
         persona=persona_,
-        model=text_field("model", model, V.ID_MAX_CHARS, required=False),
-        observed_sha=text_field("observed_sha", observed_sha, V.ID_MAX_CHARS, required=False),
-        source_ref=text_field("source_ref", source_ref, V.ID_MAX_CHARS, required=False),
-        valid_from=valid_from,
+        model=identifier("model", model),
+        observed_sha=identifier("observed_sha", observed_sha),
+        source_ref=identifier("source_ref", source_ref),
+        valid_from=valid_from_,
         visibility=visibility,
-        source_text=text_field("source_text", source_text, V.SOURCE_TEXT_MAX_CHARS, required=False),
+        source_text=text_field("source_text", source_text, V.SOURCE_TEXT_MAX_CHARS, required=False, rule="any"),
     )
 
 
@@ -246,13 +340,25 @@ def is_locator_only(body: str) -> bool:
 
 
 def verbatim_share(body: str, source_text: str) -> float:
-    """Share of the body's characters that appear, in order, as runs copied from the source text."""
+    """Share of the body's characters covered by runs of V.VERBATIM_SHINGLE_CHARS characters that also occur in the
+    source text: one pass over the source against a set of the body's runs, linear where difflib was quadratic."""
     body_n, source_n = normalise(body), normalise(source_text)
-    if not body_n:
+    size = V.VERBATIM_SHINGLE_CHARS
+    if len(body_n) < size:
         return 0.0
-    matcher = difflib.SequenceMatcher(None, body_n, source_n, autojunk=False)
-    copied = sum(block.size for block in matcher.get_matching_blocks() if block.size >= 12)
-    return copied / len(body_n)
+    wanted = {body_n[i:i + size] for i in range(len(body_n) - size + 1)}
+    found: set[str] = set()
+    for i in range(len(source_n) - size + 1):
+        run = source_n[i:i + size]
+        if run in wanted:
+            found.add(run)
+            if len(found) == len(wanted):
+                break
+    covered = bytearray(len(body_n))
+    for i in range(len(body_n) - size + 1):
+        if body_n[i:i + size] in found:
+            covered[i:i + size] = b"\x01" * size
+    return sum(covered) / len(body_n)
 
 
 def exclusion_reason(candidate: Candidate, canon: list[list[int]] | None = None) -> str | None:
@@ -285,28 +391,115 @@ def exclusion_reason(candidate: Candidate, canon: list[list[int]] | None = None)
 
 
 # --- Secret gate --------------------------------------------------------------------------
+# The gate matches a scan form of the text: NFKC (full-width and mathematical letters become ASCII), invisible
+# characters removed (format characters such as U+200B, combining marks, Hangul and Braille fillers, control
+# characters but the line break), and letters of other scripts that look like Latin ones folded to them.
 
+_LOOK_ALIKES = {
+    "A": ("CYRILLIC CAPITAL LETTER A", "GREEK CAPITAL LETTER ALPHA", "CHEROKEE LETTER GO"),
+    "B": ("CYRILLIC CAPITAL LETTER VE", "GREEK CAPITAL LETTER BETA", "CHEROKEE LETTER YV"),
+    "C": ("CYRILLIC CAPITAL LETTER ES", "GREEK CAPITAL LUNATE SIGMA SYMBOL", "CHEROKEE LETTER TLI"),
+    "E": ("CYRILLIC CAPITAL LETTER IE", "GREEK CAPITAL LETTER EPSILON", "CHEROKEE LETTER GV"),
+    "H": ("CYRILLIC CAPITAL LETTER EN", "GREEK CAPITAL LETTER ETA", "CYRILLIC CAPITAL LETTER SHHA",
+          "CHEROKEE LETTER MI"),
+    "I": ("CYRILLIC CAPITAL LETTER BYELORUSSIAN-UKRAINIAN I", "GREEK CAPITAL LETTER IOTA",
+          "CYRILLIC LETTER PALOCHKA"),
+    "J": ("CYRILLIC CAPITAL LETTER JE", "GREEK CAPITAL LETTER YOT", "CHEROKEE LETTER GU"),
+    "K": ("CYRILLIC CAPITAL LETTER KA", "GREEK CAPITAL LETTER KAPPA", "CHEROKEE LETTER TSO"),
+    "M": ("CYRILLIC CAPITAL LETTER EM", "GREEK CAPITAL LETTER MU", "CHEROKEE LETTER LU"),
+    "N": ("GREEK CAPITAL LETTER NU",),
+    "O": ("CYRILLIC CAPITAL LETTER O", "GREEK CAPITAL LETTER OMICRON", "ARMENIAN CAPITAL LETTER OH"),
+    "P": ("CYRILLIC CAPITAL LETTER ER", "GREEK CAPITAL LETTER RHO", "CHEROKEE LETTER TLV"),
+    "Q": ("CYRILLIC CAPITAL LETTER QA",),
+    "S": ("CYRILLIC CAPITAL LETTER DZE", "ARMENIAN CAPITAL LETTER TIWN", "CHEROKEE LETTER DU"),
+    "T": ("CYRILLIC CAPITAL LETTER TE", "GREEK CAPITAL LETTER TAU", "CHEROKEE LETTER I"),
+    "U": ("ARMENIAN CAPITAL LETTER SEH",),
+    "V": ("CHEROKEE LETTER DO",),
+    "W": ("CYRILLIC CAPITAL LETTER WE", "CHEROKEE LETTER LA"),
+    "X": ("CYRILLIC CAPITAL LETTER HA", "GREEK CAPITAL LETTER CHI"),
+    "Y": ("CYRILLIC CAPITAL LETTER U", "GREEK CAPITAL LETTER UPSILON", "CYRILLIC CAPITAL LETTER STRAIGHT U"),
+    "Z": ("GREEK CAPITAL LETTER ZETA", "CHEROKEE LETTER NO"),
+    "a": ("CYRILLIC SMALL LETTER A", "GREEK SMALL LETTER ALPHA", "LATIN SMALL LETTER ALPHA"),
+    "b": ("CYRILLIC SMALL LETTER SOFT SIGN",),
+    "c": ("CYRILLIC SMALL LETTER ES", "GREEK LUNATE SIGMA SYMBOL"),
+    "d": ("CYRILLIC SMALL LETTER KOMI DE",),
+    "e": ("CYRILLIC SMALL LETTER IE",),
+    "g": ("LATIN SMALL LETTER SCRIPT G", "ARMENIAN SMALL LETTER CO"),
+    "h": ("CYRILLIC SMALL LETTER SHHA", "ARMENIAN SMALL LETTER HO"),
+    "i": ("CYRILLIC SMALL LETTER BYELORUSSIAN-UKRAINIAN I", "GREEK SMALL LETTER IOTA", "LATIN SMALL LETTER DOTLESS I"),
+    "j": ("CYRILLIC SMALL LETTER JE", "GREEK LETTER YOT", "LATIN SMALL LETTER DOTLESS J"),
+    "k": ("CYRILLIC SMALL LETTER KA", "GREEK SMALL LETTER KAPPA"),
+    "l": ("CYRILLIC SMALL LETTER PALOCHKA",),
+    "m": ("CYRILLIC SMALL LETTER EM",),
+    "n": ("ARMENIAN SMALL LETTER VO",),
+    "o": ("CYRILLIC SMALL LETTER O", "GREEK SMALL LETTER OMICRON", "ARMENIAN SMALL LETTER OH"),
+    "p": ("CYRILLIC SMALL LETTER ER", "GREEK SMALL LETTER RHO"),
+    "q": ("CYRILLIC SMALL LETTER QA", "ARMENIAN SMALL LETTER ZA"),
+    "s": ("CYRILLIC SMALL LETTER DZE",),
+    "u": ("GREEK SMALL LETTER UPSILON", "ARMENIAN SMALL LETTER SEH"),
+    "v": ("GREEK SMALL LETTER NU",),
+    "w": ("CYRILLIC SMALL LETTER WE",),
+    "x": ("CYRILLIC SMALL LETTER HA", "GREEK SMALL LETTER CHI"),
+    "y": ("CYRILLIC SMALL LETTER U", "CYRILLIC SMALL LETTER STRAIGHT U"),
+    "3": ("CYRILLIC CAPITAL LETTER ZE",),
+}
+HOMOGLYPHS = str.maketrans({unicodedata.lookup(name): latin
+                            for latin, names in _LOOK_ALIKES.items() for name in names})
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Mn", "Me"})
+_FILLERS = frozenset(unicodedata.lookup(name) for name in (
+    "HANGUL CHOSEONG FILLER", "HANGUL JUNGSEONG FILLER", "HANGUL FILLER", "HALFWIDTH HANGUL FILLER",
+    "BRAILLE PATTERN BLANK"))
+_ASCII_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def scan_form(text: str) -> str:
+    """The text as the secret gate reads it: NFKC, invisible characters removed, look-alike letters folded."""
+    text = unicodedata.normalize("NFKC", text).replace("\t", " ").replace("\r", "\n")
+    if text.isascii():
+        return _ASCII_CONTROLS.sub("", text)
+    kept = (c for c in text if c == "\n" or (unicodedata.category(c) not in _INVISIBLE_CATEGORIES
+                                             and c not in _FILLERS))
+    return "".join(kept).translate(HOMOGLYPHS)
+
+
+_KEYWORD = (r"(?:password|passwd|passphrase|pwd|secret|api[_-]?key|access[_-]?key|access[_-]?token|"
+            r"auth[_-]?token|private[_-]?key|client[_-]?secret|credentials?)")
+# Tokens with a vendor prefix: distinctive enough to be matched with no word boundary, so a token glued to the
+# text before it (fields concatenated, spaces removed) is still found.
+PREFIXED_SECRET_PATTERNS = {
+    "aws_access_key": r"(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[0-9A-Z]{16}",
+    "github_token": r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",
+    "gitlab_token": r"gl(?:pat|rt|ptt|dt)-[A-Za-z0-9\-_]{20,}",
+    "slack_token": r"xox[abposr]-[A-Za-z0-9-]{10,}",
+    "anthropic_key": r"sk-ant-[A-Za-z0-9_-]{20,}",
+    "google_api_key": r"AIza[0-9A-Za-z_-]{35}",
+    "stripe_key": r"(?:(?:sk|rk)_live_|(?<![A-Za-z0-9])(?:sk|rk)_test_)[0-9A-Za-z]{20,}",
+    "npm_token": r"npm_[A-Za-z0-9]{36}",
+    "huggingface_token": r"hf_[A-Za-z0-9]{34}",
+    "shopify_token": r"shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}",
+    "digitalocean_token": r"do[opr]_v1_[a-f0-9]{64}",
+    "databricks_token": r"dapi[a-f0-9]{32}",
+    "age_secret_key": r"AGE-SECRET-KEY-1[0-9A-Z]{58}",
+    "jwt": r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+}
 EXTRA_SECRET_PATTERNS = {
+    **PREFIXED_SECRET_PATTERNS,
     "private_key_block": r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----",
-    "aws_access_key": r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b",
-    "aws_secret_key": r"(?i)aws.{0,20}(?:secret|key).{0,5}[:=]\s*['\"]?[A-Za-z0-9/+]{40}\b",
+    "der_key_body": r"(?<![A-Za-z0-9+/])MI[IG][A-Za-z0-9+/]{20,}",  # base64 DER: a PEM body without its header
+    "aws_secret_key": r"(?i)aws.{0,20}(?:secret|key).{0,5}[:=]\s*['\"]?[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])",
     "bearer_token": r"(?i)\bbearer\s+[A-Za-z0-9\-._~+/]{16,}=*",
-    "github_token": r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",
-    "gitlab_token": r"\bglpat-[A-Za-z0-9\-_]{20,}",
-    "slack_token": r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
-    "openai_key": r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}",
-    "anthropic_key": r"\bsk-ant-[A-Za-z0-9_-]{20,}",
-    "jwt": r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
-    "password_assignment": r"(?i)\b(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token)"
-                           r"\s*=\s*['\"]?[^\s'\";,]{4,}",
-    "password_field": r"(?i)\b(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token)"
-                      r"\s*:\s*['\"]?(?=[^\s'\";,]*[0-9\W_])[^\s'\";,]{6,}",
+    "openai_key": r"(?<![A-Za-z0-9])sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}",
+    # KEYWORD= value, also as the tail of an environment name (HEROKU_API_KEY=, DB_PASSWORD=)
+    "password_assignment": rf"(?i)(?<![A-Za-z0-9]){_KEYWORD}\s*=\s*['\"]?(?=[^\s'\";,]*[A-Za-z0-9])[^\s'\";,]{{4,}}",
+    "env_secret_assignment": r"(?i)(?<![A-Za-z0-9])(?:[A-Za-z0-9]+_)+(?:key|token|secret|password|passwd|pwd)"
+                             r"\s*[:=]\s*['\"]?(?=[^\s'\"]*\d)[A-Za-z0-9+/=_.\-]{8,}",
+    "password_field": rf"(?i)(?<![A-Za-z0-9]){_KEYWORD}\s*:\s*['\"]?(?=[^\s'\";,]*[0-9\W_])[^\s'\";,]{{6,}}",
     "credential_url": r"\b[a-z][a-z0-9+.-]*://[^\s:/@]+:[^\s/@]+@[^\s]+",
     "connection_string_password": r"(?i)\b(?:password|pwd)\s*=\s*[^;\s]{3,}\s*;",
-    "google_api_key": r"\bAIza[0-9A-Za-z_-]{35}\b",
-    "stripe_key": r"\b(?:sk|rk)_live_[0-9A-Za-z]{20,}",
 }
 _EXTRA = {name: re.compile(pattern) for name, pattern in EXTRA_SECRET_PATTERNS.items()}
+_PREFIXED = {name: _EXTRA[name] for name in PREFIXED_SECRET_PATTERNS}
+_BLOB = re.compile(rf"[A-Za-z0-9+/_-]{{{V.SECRET_BLOB_MIN_CHARS},}}")  # "=" only pads: never inside
 
 
 def _detect_secrets_plugins() -> list[Any]:
@@ -316,28 +509,83 @@ def _detect_secrets_plugins() -> list[Any]:
     return [cls() for cls in plugins.values() if cls.__name__ not in V.SECRET_PLUGINS_EXCLUDED]
 
 
-_PLUGINS: list[Any] | None = None
+@functools.cache
+def _plugins() -> list[Any]:
+    return _detect_secrets_plugins()
+
+
+@functools.cache
+def _entropy() -> Any:
+    """detect-secrets' Shannon entropy over the base64 alphabet (its Base64HighEntropyString plugin's measure)."""
+    from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
+
+    return Base64HighEntropyString().calculate_shannon_entropy
+
+
+_SEGMENT = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+|[^A-Za-z0-9]+")
+
+
+def is_random_blob(run: str) -> bool:
+    """True for a run of base64 characters that looks random: both cases and digits, short segments (CamelCase
+    words are long) and high entropy; identifiers, paths, hex digests and uuids are not."""
+    n = len(run)
+    upper = sum(c.isupper() for c in run)
+    lower = sum(c.islower() for c in run)
+    if (n < V.SECRET_BLOB_MIN_CHARS or not any(c.isdigit() for c in run)
+            or min(upper, lower) < V.SECRET_BLOB_MIN_CASE_SHARE * n):
+        return False
+    return (n / len(_SEGMENT.findall(run)) <= V.SECRET_BLOB_MAX_SEGMENT
+            and _entropy()(run) >= V.SECRET_BLOB_MIN_ENTROPY)
+
+
+def _blobs(text: str) -> bool:
+    for match in _BLOB.finditer(text):
+        run = match.group()
+        if is_random_blob(run) or any(is_random_blob(part) for part in re.split(r"[_-]+", run)):
+            return True
+    return False
+
+
+def _chunks(text: str) -> list[str]:
+    """The text's lines, short neighbours merged with a space (the plugins read lines; fewer calls, same tokens)."""
+    chunks: list[str] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if chunks and len(chunks[-1]) + len(line) < V.SECRET_SCAN_CHUNK_CHARS:
+            chunks[-1] += " " + line
+        else:
+            chunks.append(line)
+    return chunks
 
 
 def secret_kinds(text: str) -> list[str]:
-    """Names of the secret detectors that fire on the text (detect-secrets' plugins plus our own patterns)."""
-    global _PLUGINS
-    if _PLUGINS is None:
-        _PLUGINS = _detect_secrets_plugins()
-    found = [name for name, pattern in _EXTRA.items() if pattern.search(text)]
-    for line in text.splitlines():
-        for plugin in _PLUGINS:
+    """Names of the detectors that fire on the text's scan form, on it with line breaks removed (a token split
+    over fields or lines) and, for prefixed tokens, on it with all whitespace removed (detect-secrets' plugins
+    plus our patterns and the unquoted-blob check)."""
+    lines = scan_form(text)
+    joined = lines.replace("\n", "")
+    forms = [lines] if joined == lines else [lines, joined]
+    found = [name for name, pattern in _EXTRA.items() if any(pattern.search(form) for form in forms)]
+    stripped = re.sub(r"\s+", "", lines)
+    found += [name for name, pattern in _PREFIXED.items() if name not in found and pattern.search(stripped)]
+    if any(_blobs(form) for form in forms):
+        found.append("high_entropy_blob")
+    for line in {*_chunks(lines), joined}:
+        for plugin in _plugins():
             if any(True for _ in plugin.analyze_line(filename="memory-unit", line=line, line_number=0)):
                 found.append(plugin.secret_type)
-    return found
+    return list(dict.fromkeys(found))
 
 
 def candidate_text(candidate: Candidate) -> str:
-    """Every field the secret gate reads, one per line."""
-    return "\n".join([candidate.title, candidate.body, *candidate.paths, *candidate.keywords])
+    """Every field the secret gate reads, one per line: the text, its paths and keywords, and its provenance ids."""
+    return "\n".join([candidate.title, candidate.body, *candidate.paths, *candidate.keywords,
+                      *candidate.provenance_ids])
 
 
 def has_secret(text: str) -> bool:
+    """True when any secret detector fires on the text (each line, and the lines joined)."""
     return bool(secret_kinds(text))
 
 

@@ -31,29 +31,67 @@ def supersede(conn: psycopg.Connection[Any], new_id: Any, old_id: Any, actor: st
     audit.record(conn, actor, "supersede", project=row[0], unit_id=new_id, details={"supersedes": str(old_id)})
 
 
+def hold_derivations(conn: psycopg.Connection[Any], project: str) -> None:
+    """Serialise, until commit, a forget with the work that derives text from units (consolidation, merges) in a
+    project: neither builds on a unit the other is about to change, and neither waits on the other's row locks."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"derivations:{project}",))
+
+
 def forget(conn: psycopg.Connection[Any], project: str, token: str, actor: authz.Actor,
            reason: str | None = None) -> str:
     """Tombstone a unit for good: text blanked wherever it was captured, vectors deleted, id/number/audit kept.
 
-    Allowed only with the forget scope, which row-level security enforces on the tombstoning UPDATE.
+    Derived text goes with it in the same transaction: the weekly summaries built from it (tombstoned, their
+    clusters dropped for the next run to rebuild from the other members) and the near-duplicates a merge retired
+    into it; the sources a merge copied from it leave the unit it was merged into. Allowed only with the forget
+    scope, which row-level security enforces on every tombstoning UPDATE.
     """
     if not actor.may("forget", project):
         raise ScopeError(f"forget: actor {actor.name} has no forget scope on project {project}")
     number = tokens.number_of(token)
     with conn.transaction():
+        hold_derivations(conn, project)
         with authz.scoped(conn, actor):
             row = conn.execute(query("lifecycle/tombstone_unit"),
                                {"actor": actor.name, "project": project, "number": number}).fetchone()
         if row is None:
             raise ValidationError("token", f"no live unit {token} in project {project}")
         unit_id = row[0]
-        # the trigger memory_units_forget_vectors deleted its vectors in this same transaction
-        conn.execute(query("lifecycle/blank_inbox_text"), {"unit_id": unit_id})
-        # past bundle revisions lose the unit too; the next revision is compiled without it
-        conn.execute(query("lifecycle/forget_in_bundles"), {"project": project, "token": token})
-        audit.record(conn, actor.name, "forget", project=project, unit_id=unit_id, reason=reason)
+        forgotten = {unit_id: tokens.token_of(number)} | tombstone_derived(conn, project, [unit_id], actor)
+        # the trigger memory_units_forget_vectors deleted their vectors in this same transaction
+        ids = list(forgotten)
+        conn.execute(query("lifecycle/drop_merged_sources"), {"ids": ids})
+        conn.execute(query("lifecycle/drop_derived_clusters"), {"ids": ids})
+        conn.execute(query("lifecycle/blank_inbox_text"), {"ids": ids})
+        # past bundle revisions lose the units too; the next revision is compiled without them
+        conn.execute(query("lifecycle/forget_in_bundles"), {"project": project, "tokens": list(forgotten.values())})
+        audit.record(conn, actor.name, V.AUDIT_FORGET, project=project, unit_id=unit_id, reason=reason)
+        for derived in ids[1:]:
+            audit.record(conn, actor.name, V.AUDIT_FORGET, project=project, unit_id=derived, reason=reason,
+                         details={"derived_from": str(unit_id)})
     bundle.compile_bundle(conn, project)
     return str(unit_id)
+
+
+def tombstone_derived(conn: psycopg.Connection[Any], project: str, roots: list[Any],
+                      actor: authz.Actor) -> dict[Any, str]:
+    """Tombstone, as the actor, every unit whose text derives from the roots, transitively; their ids and tokens."""
+    tombstoned: dict[Any, str] = {}
+    frontier = roots
+    while frontier:
+        derived = [r[0] for r in conn.execute(query("lifecycle/derived_units"),
+                                              {"ids": frontier, "project": project,
+                                               "feed": V.FEED_CONSOLIDATION}).fetchall()]
+        if not derived:
+            break
+        with authz.scoped(conn, actor):
+            rows = conn.execute(query("lifecycle/tombstone_units"),
+                                {"actor": actor.name, "project": project, "ids": derived}).fetchall()
+        if len(rows) < len(derived):  # RLS refused one: never leave derived text behind a committed tombstone
+            raise ScopeError(f"forget: actor {actor.name} may not forget the units derived from it")
+        tombstoned |= {unit_id: tokens.token_of(number) for unit_id, number in rows}
+        frontier = [unit_id for unit_id, _ in rows]
+    return tombstoned
 
 
 def trust_of(confirms: int, flags: int) -> float:

@@ -1,12 +1,14 @@
-"""The MCP server (stdio, the official SDK): remember, recall, forget, confirm, flag and cite as agent tools."""
+"""The MCP server (stdio, the official SDK): remember, recall, confirm, flag, cite (and, for an operator, forget)
+as agent tools."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from mcp.server.fastmcp import FastMCP
 
-from memory_assets import gates
+from memory_assets import authz, gates
 from memory_assets import vocabulary as V
 from memory_assets.api import Memory, connect
 from memory_assets.authz import Actor
@@ -48,10 +50,17 @@ def recall(project: str, query: str, k: int = V.RECALL_DEFAULT_K, kinds: list[st
                                          for h in result.hits]}
 
 
-def forget(project: str, token: str, reason: str, actor: str = "mcp-agent") -> dict[str, Any]:
-    """Forget a unit for good (its text is blanked everywhere; the id stays for the audit)."""
-    memory().forget(project, token, Actor.for_project(project, actor, forget=True), reason=reason)
-    return {"token": token, "status": V.STATUS_FORGOTTEN}
+def forget_tool(operator: str) -> Callable[..., dict[str, Any]]:
+    """The forget tool, acting as the operator the server was started with (checked against the deployment's
+    MEMORY_ASSETS_OPERATORS), never as a name the calling agent supplies."""
+    authz.require_operator(operator)
+
+    def forget(project: str, token: str, reason: str) -> dict[str, Any]:
+        """Forget a unit for good (its text is blanked everywhere; the id stays for the audit)."""
+        memory().forget(project, token, Actor.operator(project, operator), reason=reason)
+        return {"token": token, "status": V.STATUS_FORGOTTEN}
+
+    return forget
 
 
 def confirm(project: str, token: str, task_id: str) -> dict[str, Any]:
@@ -69,20 +78,26 @@ def cite(project: str, task_id: str, text: str) -> dict[str, Any]:
     return {"cited": memory().cite_from_text(project, task_id, text)}
 
 
-TOOLS = (remember, recall, forget, confirm, flag, cite)
+TOOLS = (remember, recall, confirm, flag, cite)
 
 
-def build_server() -> FastMCP:
-    """The server with its tools, built on demand: FastMCP configures logging when built, which no import should."""
+def build_server(operator: str | None = None) -> FastMCP:
+    """The server with its tools, built on demand: FastMCP configures logging when built, which no import should.
+
+    `forget` is served only when the server is started as an operator the deployment lists in
+    MEMORY_ASSETS_OPERATORS (ScopeError otherwise): an agent can never grant itself the forget scope.
+    """
     server = FastMCP("memory-assets")
     for tool in TOOLS:
         server.add_tool(tool)
+    if operator is not None:
+        server.add_tool(forget_tool(operator))
     return server
 
 
-def main() -> None:
+def main(operator: str | None = None) -> None:
     """Serve the tools over stdio, the transport agent hosts spawn a server with."""
-    build_server().run()  # stdio
+    build_server(operator).run()  # stdio
 
 
 if __name__ == "__main__":

@@ -119,6 +119,27 @@ STOPWORDS = frozenset(["a", "an", "the", "and", "or", "but", "of", "to", "in", "
 # --- Secret detection -----------------------------------------------------------------------
 # detect-secrets plugins that are not about secrets (a public IP is not a credential).
 SECRET_PLUGINS_EXCLUDED = ("IPPublicDetector",)
+# An unquoted run of base64 characters is a credential when it is at least this long, has upper and lower case
+# letters and a digit, breaks into short segments (a segment: a capital and its lower-case letters, a run of capitals,
+# digits or symbols; random base64 of 24-64 chars: mean <= 2.67 in 99 % of draws; CamelCase identifiers and paths:
+# >= 2.9) and its Shannon entropy (detect-secrets' measure) is high: random base64 of 24 chars scores >= 3.9 in 99 %.
+SECRET_BLOB_MIN_CHARS = 24
+SECRET_BLOB_MIN_ENTROPY = 3.7
+SECRET_BLOB_MAX_SEGMENT = 2.75   # mean segment length of a random-looking run
+SECRET_BLOB_MIN_CASE_SHARE = 0.15  # upper and lower case each at least this share of the run (hex + a name: no)
+SECRET_SCAN_CHUNK_CHARS = 400    # short lines are merged up to this length before detect-secrets' plugins read them
+
+# --- Input grammar (gates.validate, recall.request.validate_query, the import) ----------------
+# Ids and names (project, feed, task_id, session_id, source_ref, persona, model, observed_sha) are ASCII
+# identifiers: no whitespace, no control or format character, nothing a homoglyph can hide in.
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@#+-]*$"
+ID_RULE = "ASCII letters, digits and . _ : / @ # + - only, starting with a letter or digit"
+TIME_MIN = "1970-01-01T00:00:00+00:00"  # valid_from and as_of are refused outside [TIME_MIN, TIME_MAX)
+TIME_MAX = "9000-01-01T00:00:00+00:00"
+VERBATIM_SHINGLE_CHARS = 12      # the verbatim gate counts body characters covered by 12-char runs of the source
+IMPORT_MAX_LINE_BYTES = 4 * 1024 * 1024  # an import line longer than this is reported, never parsed
+IMPORT_MAX_DEPTH = 8             # JSON nesting an import line may have (a candidate needs 2)
+IMPORT_MAX_NUMBER_CHARS = 64     # digits of one JSON number (Python refuses ints over 4300 digits with ValueError)
 
 # --- Dagster --------------------------------------------------------------------------------
 PARTITION_START_DATE = "2024-01-01"
@@ -128,6 +149,11 @@ ASSET_GROUP_CURATION = "curation"
 ASSET_GROUP_LIFECYCLE = "lifecycle"
 ASSET_GROUP_DELIVERY = "delivery"
 INBOX_SENSOR_INTERVAL_SECONDS = 60
+# the deployment's run queue (dagster.yaml) runs embedding work one at a time, so a re-embedding backfill never
+# starves the daily jobs: embedding runs carry this tag and the unit_embeddings asset holds this pool
+RUN_KIND_TAG = "memory_assets/kind"
+RUN_KIND_EMBEDDING = "embedding"
+EMBEDDING_POOL = "embedding"
 
 # --- Embedded server ------------------------------------------------------------------------
 HOME_ENV = "MEMORY_ASSETS_HOME"
@@ -135,6 +161,16 @@ DATABASE_URL_ENV = "DATABASE_URL"
 DEFAULT_HOME_DIRNAME = ".memory_assets"
 DAGSTER_DATABASE = "dagster"
 POOL_MAX_SIZE = 20
+# Self-healing (database.open_pool, database.revive, the dagster.yaml runner.dagster_home writes)
+POOL_TIMEOUT_SECONDS = 10.0            # a call waits this long for a connection, then raises PoolTimeout
+POOL_RECONNECT_TIMEOUT_SECONDS = 10.0  # a failing reconnect backs off (1, 2, 4 s) for this long, then starts over
+CONNECT_TIMEOUT_SECONDS = 5            # libpq connect_timeout: an unreachable TCP server fails instead of hanging
+SERVER_RESTART_TIMEOUT_SECONDS = 20.0  # how long a holder retries restarting a crashed embedded server
+SERVER_WATCH_INTERVAL_SECONDS = 2.0    # `memory-assets dev` checks the embedded server this often
+RUN_MONITORING_POLL_SECONDS = 5        # the daemon checks every in-progress run's worker this often
+RUN_START_TIMEOUT_SECONDS = 120        # a run still STARTING after this is marked failed
+RUN_CANCEL_TIMEOUT_SECONDS = 60        # a run still CANCELING after this is marked canceled
+RUN_MAX_RETRIES = 2                    # a run whose worker died is re-executed from failure at most this often
 
 # --- Embeddings -----------------------------------------------------------------------------
 # A model key is name@revision+text version. Register a model here; it becomes a partition of unit_embeddings.
@@ -173,6 +209,12 @@ REVIEW_DECISIONS = ("approve", "reject", "supersede")
 
 # --- Recall ---------------------------------------------------------------------------------
 APP_ROLE = "memory_app"     # the non-owner role every request runs as, under row-level security
+READER_ROLE = "memory_reader"  # the analysts' role: SELECT only, never a unit's text (sql/009_read_scopes.sql)
+NO_PERSONA = ""             # the persona of a reader that names none: persona validation never admits it
+OPERATORS_ENV = "MEMORY_ASSETS_OPERATORS"  # the deployment's comma-separated operators: only they may forget
+MEMORY_OFF = "off"          # remember's status and recall's mode while the kill switch is on
+SWITCH_KILLED = "killed"    # the switch source (and remember's reason) while the kill switch is on
+HOLDOUT_MAX_PERCENT = 50    # the holdout arm takes at most half of the epics/tasks
 RECALL_DEFAULT_K = 8
 RECALL_MAX_K = 100
 RECALL_CANDIDATES = 200     # rows each leg contributes before fusion (LoCoMo dev R@10: 100 -> 0.783, 200 -> 0.791)
@@ -224,6 +266,9 @@ EPISODIC_TTL_DAYS = 90           # from valid_from (or last use): then expired, 
 CONSOLIDATION_MIN_CLUSTER = 5
 CONSOLIDATION_DISTANCE = 0.75    # agglomerative, average linkage, cosine distance (200 episodes on 5 topics -> 6)
 CONSOLIDATION_KEYWORDS = 5
+CONSOLIDATION_CENTRAL_TIE = 1e-6  # mean similarities this close tie: the member with the lowest number is central
+FEED_CONSOLIDATION = "consolidation"  # the feed, actor and member-link feed of the weekly summaries
+AUDIT_FORGET = "forget"  # the audit action of a forget (its time bounds what the tombstone check expects blank)
 
 # --- Delivery -------------------------------------------------------------------------------
 EVENT_KINDS = ("injected", "read", "cited", "followed")
@@ -235,6 +280,7 @@ BUNDLE_MAX_UNITS = 500
 BUNDLE_MAX_BYTES = 256 * 1024
 BUNDLE_MAX_CODEMAP_SHARE = 0.2
 BUNDLE_VERSION = 1
+BUNDLE_MAX_REVISION = 2**31 - 1  # memory_bundles.revision is an integer: the widest revision the byte budget counts
 PROMPT_MAX_UNITS = 8
 PROMPT_MAX_CHARS = 4000
 SWITCH_VALUES = ("on", "off")

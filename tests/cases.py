@@ -55,3 +55,111 @@ SECRETS = [
 def embed_all(conn: Any, embedder: embeddings.Embedder) -> None:
     """Embed every stale unit with the test embedder (what the unit_embeddings asset does per day)."""
     embeddings.embed_units(conn, embedder, embeddings.stale_units(conn, embedder.spec.key, limit=10_000))
+
+
+# --- The secret corpus (issue #13) ----------------------------------------------------------------------------
+# Variants an attacker or a careless agent produces, each (name, fields, needle): the fields override
+# SECRET_BASE (a clean candidate), the needle is what must never be stored or logged. Assembled from pieces (and
+# invisible or look-alike characters added at run time) so the repository holds no scannable credential.
+SECRET_BASE = dict(project="acme", kind="env", type="semantic", title="Deploy credential",
+                   body="The deploy step needs this value on the staging host.")
+_GH_TAIL = "k3J9x2LmQ8vRt5Wz1Yb7Nc4Hd6Fg0Sa2Pe3U"
+_GH = "ghp_" + _GH_TAIL
+_AWS_TAIL = "Q3ZX7KD4LMNPW2RT"
+_B64_LINES = ["MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" + "BKcwggSjAgEAAoIBAQC7k2Xw9pLq4VzR",
+              "tY8uN3mB6cJ1oQ5sD0fH2gK7jE4iA9lW" + "xZ3vP6rT8yU1nM5bC2qS7dF0gH4kJ9eL",
+              "aO6wR3tY8uI1pA5sD2fG7hJ0kL4zX9cV" + "bN3mQ6wE8rT1yU5iO2pA7sD0fG4hJ9kQ"]
+_ZW = {"zwsp": "\u200b", "zwnj": "\u200c", "zwj": "\u200d", "word_joiner": "\u2060", "bom": "\ufeff",
+       "soft_hyphen": "\u00ad", "hangul_filler": "\u3164", "combining_acute": "\u0301"}
+
+
+def full_width(text: str) -> str:
+    """ASCII letters, digits and punctuation as their full-width forms (NFKC folds them back)."""
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
+
+
+def _with(body: str) -> dict[str, Any]:
+    return {"body": f"Deploy with {body} on the staging host."}
+
+
+SECRET_CORPUS: list[tuple[str, dict[str, Any], str]] = [
+    ("google_key_then_dash", _with("AIza" + "SyD4f8G2h6J0k3L7z1X5c9V2b6N0m4Q8w" + "--prod"),
+     "SyD4f8G2h6J0k3L7z1X5c9V2b6N0m4Q8w"),
+    *[(f"ghp_{name}", _with(_GH[:14] + char + _GH[14:]), _GH_TAIL[10:]) for name, char in _ZW.items()],
+    ("ghp_full_width", _with(full_width(_GH)), full_width(_GH_TAIL[10:])),
+    ("ghp_half_full_width", _with(_GH[:14] + full_width(_GH[14:])), full_width(_GH_TAIL[10:])),
+    ("ghp_thin_space", _with(_GH[:14] + "\u2009" + _GH[14:]), _GH_TAIL[10:]),
+    ("ghp_spaced", _with(" ".join(_GH[i:i + 8] for i in range(0, len(_GH), 8))), _GH_TAIL[12:20]),
+    ("password_zwsp", _with("pass\u200bword=" + "Hx8-corral-" + "Staple9"), "Hx8-corral-Staple9"),
+    ("password_full_width", _with(full_width("password=") + "Qv4-lantern-" + "Moss2"), "Qv4-lantern-Moss2"),
+    ("aws_cyrillic_prefix", _with("AKI\u0410" + _AWS_TAIL), _AWS_TAIL),
+    ("aws_cyrillic_inside", _with("AKIA" + "Q3ZX7\u041aD4LMNPW2RT"), "D4LMNPW2RT"),
+    ("aws_greek_inside", _with("AKIA" + "Q3ZX7KD4LMN\u03a1W2RT"), "Q3ZX7KD4LMN"),
+    ("aws_math_bold", _with("\U0001d400\U0001d40a\U0001d408\U0001d400" + "W9ZX7KD4LMNPW2RT"), "W9ZX7KD4LMNPW2RT"),
+    ("anthropic_greek_alpha", _with("sk-" + "\u03b1nt-api03-" + "Zq8Xw7Vu6Ts5Rq4Po3Nm2Lk"), "Zq8Xw7Vu6Ts5Rq4Po3Nm2Lk"),
+    ("openai_cyrillic_o", _with("sk-pr" + "\u043ej-" + "T7fK2pQ9mW4xZ8vB3nC6jH1LaPq"), "T7fK2pQ9mW4xZ8vB3nC6jH1LaPq"),
+    ("split_title_body_aws",
+     {"title": "Deploy key AKIA" + "R8TY", "body": "2WQ6PLMZ4NXV" + " opens the staging bucket."}, "2WQ6PLMZ4NXV"),
+    ("split_title_body_ghp", {"title": "Deploy token " + _GH[:12], "body": _GH[12:] + " opens the registry."},
+     _GH[12:]),
+    ("split_keywords", {"keywords": ["deploy", _GH[:16], _GH[16:]]}, _GH[16:]),
+    ("split_lines", {"body": "The staging token is " + _GH[:20] + "\n" + _GH[20:] + "\nUse it for deploys."},
+     _GH[20:]),
+    ("npm_bare", _with("npm_" + "a1B2c3D4e5F6g7H8i9J0" + "k1L2m3N4o5P6q7R8"), "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"),
+    ("heroku_uuid", _with("HEROKU_API_KEY=" + "3f2a9c1e-5b7d-4e8f-" + "9a0b-1c2d3e4f5a6b"),
+     "3f2a9c1e-5b7d-4e8f-9a0b-1c2d3e4f5a6b"),
+    ("aws_secret_without_keyword", _with("Zq8/Xw7Vu6Ts5Rq4Po3N" + "m2Lk1Jh0Gf9+Ed8Cb7Aa"),
+     "Zq8/Xw7Vu6Ts5Rq4Po3Nm2Lk1Jh0Gf9+Ed8Cb7Aa"),
+    ("pem_body_without_header", {"body": "Key material for staging:\n" + "\n".join(_B64_LINES)}, _B64_LINES[1][:24]),
+    ("pem_line_without_der_prefix", _with(_B64_LINES[2]), _B64_LINES[2][8:40]),
+    ("unquoted_base64_blob", _with("dGhpc2lzYXNlY3Jl" + "dGJsb2JmMG9yVGgzNHBp"),
+     "dGhpc2lzYXNlY3JldGJsb2JmMG9yVGgzNHBp"),
+    ("unquoted_base64url_blob", _with("q9X_2mZ-8vLw4Rt" + "Y6uP0aS3dF5gH7jK1"), "q9X_2mZ-8vLw4RtY6uP0aS3dF5gH7jK1"),
+    ("task_id_token", {"task_id": _GH}, _GH_TAIL[10:]),
+    ("session_id_token", {"session_id": "AKIA" + "V5ZX7KD4LMNPW2RT"}, "V5ZX7KD4LMNPW2RT"),
+    ("source_ref_token", {"source_ref": "npm_" + "Z1B2c3D4e5F6g7H8i9J0" + "k1L2m3N4o5P6q7R8"},
+     "Z1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"),
+    ("persona_token", {"persona": "glpat-" + "x9Yz8Wv7Ut6Sr5Qp4On3"}, "x9Yz8Wv7Ut6Sr5Qp4On3"),
+    ("model_token", {"model": "sk-ant-" + "api03-Kq8Xw7Vu6Ts5Rq4Po3Nm2"}, "api03-Kq8Xw7Vu6Ts5Rq4Po3Nm2"),
+    ("observed_sha_token", {"observed_sha": "AIza" + "SyK4f8G2h6J0k3L7z1X5c9V2b6N0m4Q8w2E"},
+     "SyK4f8G2h6J0k3L7z1X5c9V2b6N0m4Q8w2E"),
+    ("feed_token", {"feed": "xoxb-" + "2849371652-9384756102-ZwErTyUiOp"}, "9384756102-ZwErTyUiOp"),
+    ("project_token", {"project": "ghp_" + "P3J9x2LmQ8vRt5Wz1Yb7Nc4Hd6Fg0Sa2Pe3U"},
+     "P3J9x2LmQ8vRt5Wz1Yb7Nc4Hd6Fg0Sa2Pe3U"),
+    ("path_token", {"paths": ["config/" + "glpat-" + "m9Yz8Wv7Ut6Sr5Qp4On3"]}, "m9Yz8Wv7Ut6Sr5Qp4On3"),
+    ("keyword_token", {"keywords": ["deploy", "xoxp-" + "1849371652-7384756102-QwErTyUiOq"]}, "7384756102-QwErTyUiOq"),
+    ("title_token", {"title": "Token " + "sk_live_" + "61HqW8eR7tY6uI5oP4aS3dF2"}, "61HqW8eR7tY6uI5oP4aS3dF2"),
+    ("jwt_zwsp", _with("eyJhbGciOiJIUzI1NiJ9" + ".\u200beyJzdWIiOiI5ODc2NTQifQ.c2lnbmF0dXJl" + "X290aGVy"),
+     "c2lnbmF0dXJlX290aGVy"),
+    ("bearer_word_joiner", _with("Authorization: Bear\u2060er " + "b9F3kL9qW2eR7tY5uI1oP4sX6"),
+     "b9F3kL9qW2eR7tY5uI1oP4sX6"),
+    ("huggingface", _with("hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ12345678"), "aBcDeFgHiJkLmNoPqRsTuVwXyZ12345678"),
+    ("shopify", _with("shpat_" + "0f1e2d3c4b5a69788796a5b4c3d2e1f0"), "0f1e2d3c4b5a69788796a5b4c3d2e1f0"),
+    ("stripe_test", _with("sk_test_" + "51HqW8eR7tY6uI5oP4aS3dG7"), "51HqW8eR7tY6uI5oP4aS3dG7"),
+    ("slack_webhook", _with("https://hooks.slack.com/services/" + "T0A1B2C3D/B4E5F6G7H/" + "p9O8i7U6y5T4r3E2w1Q0aZxC"),
+     "p9O8i7U6y5T4r3E2w1Q0aZxC"),
+    ("sendgrid", _with("SG." + "aB3dE5gH7jK9mN1pQ3sT5v" + "." + "wX7zA9cE1gI3kM5oQ7sU9wY1aC3eG5iK7mO9qS1uW3y"),
+     "wX7zA9cE1gI3kM5oQ7sU9wY1aC3eG5iK7mO9qS1uW3y"),
+    ("twilio", _with("SK" + "0f1e2d3c4b5a6978" + "8796a5b4c3d2e1f0"), "0f1e2d3c4b5a69788796a5b4c3d2e1f0"),
+    ("telegram", _with("bot 5678901234:" + "AAHq9Xw7Vu6Ts5Rq4Po3Nm2Lk1Jh0Gf9Ed"), "AAHq9Xw7Vu6Ts5Rq4Po3Nm2Lk1Jh0Gf9Ed"),
+    ("pypi", _with("pypi-" + "AgEIcHlwaS5vcmcCJGE4ZjNkMmE1LWI3YzAtNGQ5ZS1hMTIzLTQ1NjdkOGU5ZjAxMgACKlsz"),
+     "LWI3YzAtNGQ5ZS1hMTIzLTQ1NjdkOGU5ZjAxMgACKlsz"),
+    ("azure_storage", _with("DefaultEndpointsProtocol=https;AccountName=acme;AccountKey="
+                            + "k3J9x2LmQ8vRt5Wz1Yb7Nc4Hd6Fg0Sa2Pe3U"
+                            + "q9X2mZ8vLw4RtY6uP0aS3dF5gH7jK1nB4cV6xZ8aQ1wE3rT5y==;"),
+     "Pe3Uq9X2mZ8vLw4RtY6uP0aS3dF5gH7jK1nB4cV6xZ8aQ1wE3rT5y"),
+    ("mailchimp", _with("mailchimp " + "0f1e2d3c4b5a69788796a5b4c3d2e1f0" + "-us12"),
+     "0f1e2d3c4b5a69788796a5b4c3d2e1f0-us12"),
+    ("aws_secret_export", _with('export AWS_SECRET_ACCESS_KEY="' + "Yq8/Xw7Vu6Ts5Rq4Po3N" + 'm2Lk1Jh0Gf9+Ed8Cb7Ab"'),
+     "Yq8/Xw7Vu6Ts5Rq4Po3Nm2Lk1Jh0Gf9+Ed8Cb7Ab"),
+    ("client_secret_yaml", _with("client_secret: " + "Gx5-walrus-" + "Tundra81"), "Gx5-walrus-Tundra81"),
+    ("mysql_dsn", _with("mysql://root:" + "Vb7nM3qL9" + "@db.internal:3306/app"), "Vb7nM3qL9"),
+    ("digitalocean", _with("dop_v1_" + "0f1e2d3c4b5a69788796a5b4c3d2e1f0" * 2), "0f1e2d3c4b5a69788796a5b4c3d2e1f0"),
+    ("pem_header_nbsp", {"body": "-----BEGIN\u00a0RSA\u00a0PRIVATE" + " KEY-----\n" + _B64_LINES[1]},
+     _B64_LINES[1][:24]),
+    ("age_secret_key", _with("AGE-SECRET-KEY-" + "1QQ9X8W7V6U5T4S3R2Q1P0N9M8L7K6J5H4G3F2E1D0C9B8A7Z6Y5X4W3V2U"),
+     "9X8W7V6U5T4S3R2Q1P0N9M8L7K6J5H4G3F2E1D0C9B8A7Z6Y5X4W3V2U"),
+    ("databricks", _with("dapi" + "0f1e2d3c4b5a6978" + "8796a5b4c3d2e1f0"), "dapi0f1e2d3c4b5a6978"),
+    ("db_password_env", _with("DB_PASSWORD=" + "Nq3-harbor-" + "Lamp5"), "Nq3-harbor-Lamp5"),
+    ("api_key_yaml_quoted", _with("api_key: '" + "Rt5-Wz1Yb7-" + "Nc4Hd6'"), "Rt5-Wz1Yb7-Nc4Hd6"),
+]

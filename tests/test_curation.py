@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory_assets import curation
+from memory_assets import authz, curation, quality
 from memory_assets import vocabulary as V
 from tests.cases import SERVING_MODEL as T1
 from tests.cases import embed_all
@@ -45,7 +45,8 @@ def test_a_private_unit_never_takes_in_a_shared_paraphrase(mem, conn, embedder):
     shared = mem.remember(project="acme", kind="env", type="semantic", title=new_title, body=new_body, task_id="T-2")
     embed_all(conn, embedder)
     assert curation.curate_day(conn, T1, TODAY)["merged"] == 0
-    assert [s["task_id"] for s in mem.unit("acme", private.token)["sources"]] == ["T-1"]
+    ana = authz.Actor.reader("acme", "ana")
+    assert [s["task_id"] for s in mem.unit("acme", private.token, ana)["sources"]] == ["T-1"]
     assert mem.unit("acme", shared.token)["status"] == "active"
 
 
@@ -117,3 +118,61 @@ def test_change_signal():
     assert curation.change_signal("VPN rollout deferred to Q3", "VPN rollout cancelled")
     assert curation.change_signal("Deploys on 3 nodes", "Deploys on 5 nodes")
     assert not curation.change_signal("Caroline went to a pride parade", "Caroline went to a support group")
+
+
+FORGETTER = authz.Actor.for_project("acme", "alice", forget=True)
+
+
+def merged_pair(mem, conn, embedder):
+    (old_title, old_body), (new_title, new_body) = PARAPHRASES[0]
+    canonical = mem.remember(project="acme", kind="env", type="semantic", title=old_title, body=old_body,
+                             task_id="T-1", session_id="S-1")
+    newcomer = mem.remember(project="acme", kind="env", type="semantic", title=new_title, body=new_body,
+                            task_id="T-2", session_id="S-2")
+    embed_all(conn, embedder)
+    assert curation.curate_day(conn, T1, TODAY)["merged"] == 1
+    return canonical, newcomer
+
+
+def test_forgetting_a_merged_canonical_takes_its_retired_duplicates_along(mem, conn, embedder, stored_text):
+    """The newcomer a merge retired states the same fact in other words: it must not outlive the forgotten fact."""
+    canonical, newcomer = merged_pair(mem, conn, embedder)
+    mem.forget("acme", canonical.token, FORGETTER)
+    gone = mem.unit("acme", newcomer.token)
+    assert (gone["status"], gone["title"], gone["body"]) == ("forgotten", "", "")
+    text = stored_text()
+    for title, body in PARAPHRASES[0]:
+        assert title not in text and body not in text
+    assert quality.tombstones_with_text(conn) == []
+
+
+def test_forgetting_a_merged_newcomer_takes_its_contribution_off_the_canonical(mem, conn, embedder, stored_text):
+    canonical, newcomer = merged_pair(mem, conn, embedder)
+    mem.forget("acme", newcomer.token, FORGETTER)
+    kept = mem.unit("acme", canonical.token)
+    assert kept["status"] == "active" and kept["title"] == PARAPHRASES[0][0][0]
+    assert [(s["task_id"], s["session_id"]) for s in kept["sources"]] == [("T-1", "S-1")]
+    new_title, new_body = PARAPHRASES[0][1]
+    assert new_title not in stored_text() and new_body not in stored_text()
+    assert quality.tombstones_with_text(conn) == []
+
+
+def test_a_merge_with_a_unit_forgotten_meanwhile_does_not_happen(mem, conn):
+    """Curation picked the pair before a forget committed: the merge must neither revive nor feed a tombstone."""
+    (old_title, old_body), (new_title, new_body) = PARAPHRASES[0]
+    canonical = mem.remember(project="acme", kind="env", type="semantic", title=old_title, body=old_body,
+                             task_id="T-1")
+    newcomer = mem.remember(project="acme", kind="env", type="semantic", title=new_title, body=new_body,
+                            task_id="T-2")
+    mem.forget("acme", canonical.token, FORGETTER)
+    with conn.transaction():
+        assert curation.merge(conn, newcomer.unit_id, canonical.unit_id) is False
+    assert mem.unit("acme", newcomer.token)["status"] == "active"
+    assert [s["task_id"] for s in mem.unit("acme", canonical.token)["sources"]] == ["T-1"]
+    other = mem.remember(project="acme", kind="env", type="semantic", title="Staging TLS",
+                         body="Staging only takes TLS connections.", task_id="T-3")
+    mem.forget("acme", newcomer.token, FORGETTER)
+    with conn.transaction():
+        assert curation.merge(conn, newcomer.unit_id, other.unit_id) is False
+    assert mem.unit("acme", newcomer.token)["status"] == "forgotten"
+    assert [s["task_id"] for s in mem.unit("acme", other.token)["sources"]] == ["T-3"]

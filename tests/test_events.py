@@ -1,4 +1,5 @@
-"""Usage events and the memory switch: one row per (task, unit, kind), citations, task -> epic -> default."""
+"""Usage events and the memory switch: one row per (task, unit, kind), citations, task -> epic -> holdout ->
+default, and a kill switch that stops everything."""
 
 import itertools
 import threading
@@ -6,7 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from memory_assets import events
+from memory_assets import events, gates
+from memory_assets.errors import ValidationError
 
 
 def test_fifty_concurrent_identical_events_make_one_row(mem, conn):
@@ -75,3 +77,67 @@ def test_kill_switch_and_holdout(mem, conn):
     assert conn.execute("SELECT count(*) FROM memory_events").fetchone()[0] == 0
     assert mem.prompt_block("acme", task_id="T-on").startswith("<memories>")
     assert conn.execute("SELECT task_id, kind FROM memory_events").fetchall() == [("T-on", "injected")]
+
+
+def test_explicit_task_and_epic_settings_outrank_the_holdout():
+    """The switch order is task -> epic -> holdout -> default: the holdout only assigns tasks nobody decided for."""
+    held = next(f"E-{i}" for i in range(400) if events.holdout_bucket(f"E-{i}") < 50)
+    holdout = {("system", ""): "on", ("holdout", ""): "50"}
+    assert events.resolve(holdout, "T-1", held) == ("off", "holdout")
+    assert events.resolve({**holdout, ("task", "T-1"): "on"}, "T-1", held) == ("on", "task")
+    assert events.resolve({**holdout, ("epic", held): "on"}, "T-1", held) == ("on", "epic")
+    assert events.resolve({**holdout, ("task", "T-1"): "on", ("kill", ""): "on"}, "T-1", held) == ("off", "killed")
+    unheld = next(f"E-{i}" for i in range(400) if events.holdout_bucket(f"E-{i}") >= 50)
+    assert events.resolve(holdout, "T-1", unheld) == ("on", "default")
+
+
+@pytest.mark.parametrize("share", ["50.5", "60", "100", "-1", "nan", "inf", "half", ""])
+def test_a_holdout_share_outside_0_to_50_percent_is_refused_naming_the_field(mem, conn, share):
+    with pytest.raises(ValidationError) as refused:
+        mem.set_switch("holdout", "", share)
+    assert refused.value.field == "holdout"
+    assert conn.execute("SELECT count(*) FROM memory_switch").fetchone()[0] == 0
+
+
+def test_holdout_shares_from_0_to_50_percent_are_kept_and_unknown_scopes_refused(mem, conn):
+    for share in ("0", "12.5", "50"):
+        mem.set_switch("holdout", "", share)
+        assert conn.execute("SELECT value FROM memory_switch WHERE scope = 'holdout'").fetchone()[0] == share
+    with pytest.raises(ValidationError, match=r"^scope: "):
+        mem.set_switch("team", "T", "on")
+
+
+def test_the_kill_switch_stops_every_write_block_and_event(mem, conn):
+    """Kill on: remember stores nothing (status "off"), no prompt block with or without a task, no citation, no
+    event, no recall hit; kill off again and everything works as before."""
+    fact = dict(project="acme", kind="env", type="semantic", title="Cache warm-up",
+                body="The cache is warmed at 06:00 because traffic peaks at 07:00.")
+    token = mem.remember(**fact).token
+    mem.compile_bundle("acme")
+    before = {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+              for table in ("memory_inbox", "memory_units", "memory_sources", "memory_rejections", "audit_log",
+                            "memory_events", "memory_task_arms")}
+    mem.set_switch("kill", "", "on")
+
+    off = mem.remember(**{**fact, "title": "Cache warm-up time", "body": "The cache warms at 05:30 since 2025."})
+    assert (off.status, off.token, off.unit_id, off.reason) == ("off", None, None, "killed")
+    assert mem.remember(**{**fact, "body": "password=" + "Tr0ub4dor-and-3"}).status == "off"  # not even counted
+    assert mem.remember_many([gates.validate(**{**fact, "title": "Another"})]) == {
+        "captured": 0, "inserted": 0, "rejected": {}, "off": True}
+    assert mem.prompt_block("acme") == ""
+    assert mem.prompt_block("acme", query="cache warm-up") == ""
+    assert mem.prompt_block("acme", task_id="T-1") == ""
+    assert mem.cite_from_text("acme", "T-1", f"as {token} says") == []
+    assert mem.record_events("acme", "T-1", [{"token": token, "kind": "read"}]) == 0
+    recalled = mem.recall("acme", "cache warm-up")
+    assert (recalled.hits, recalled.mode) == ([], "off")
+    with pytest.raises(ValidationError, match=r"^k: "):  # bad input is still bad input
+        mem.recall("acme", "cache", k=0)
+    after = {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in before}
+    assert after == before  # not even the task's arm: the block was never asked for
+    assert mem.effective_memory("T-1") == {"task_id": "T-1", "epic_id": None, "value": "off", "source": "killed"}
+
+    mem.set_switch("kill", "", "off")
+    assert mem.prompt_block("acme").startswith("<memories>")
+    assert mem.cite_from_text("acme", "T-1", f"as {token} says") == [token]
+    assert [h.token for h in mem.recall("acme", "cache warm-up")] == [token]

@@ -1,11 +1,15 @@
 """The exclusion policy and the secret gate, as pure functions."""
 
+import json
+import time
+from datetime import UTC, datetime, timedelta, timezone
+
 import pytest
 
 from memory_assets import gates
 from memory_assets import vocabulary as V
 from memory_assets.errors import ValidationError
-from tests.cases import EXCLUSION_CASES
+from tests.cases import EXCLUSION_CASES, REPO, SECRET_BASE, SECRET_CORPUS, full_width
 
 
 def candidate(**overrides):
@@ -83,3 +87,177 @@ def test_iso_time_names_the_field_and_reads_naive_times_as_utc_when_asked():
     assert gates.iso_time("valid_from", "2026-01-02T03:04").tzinfo is None  # remember refuses naive times later
     with pytest.raises(ValidationError, match="valid_from: must be an ISO 8601 time"):
         gates.iso_time("valid_from", "May 3rd")
+
+
+# --- Issue #13: the secret gate under hostile input -------------------------------------------------------------
+
+CLEAN_TEXTS = [
+    "Staging PostgreSQL requires sslmode=require because the proxy refuses plain TCP.",
+    "Commit 3f2a9c1e5b7d4e8f9a0b1c2d3e4f5a6b7c8d9e0f fixed the importer because the fold dropped rows.",
+    "Session 3f2a9c1e-5b7d-4e8f-9a0b-1c2d3e4f5a6b crashed at midnight when the pool was exhausted.",
+    "Image digest sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 is pinned.",
+    "XmlHttpRequest2FactoryBeanV3Impl and getUserById2ForTheAdminPanel3 live in src/main/java/com/acme/Api2Impl.",
+    "Set MAX_CONNECTIONS=200 and POSTGRES_VERSION=16-bookworm in the env file.",
+    "The password must have 12 characters; set api_key in settings.toml, never in code.",
+    "Caroline: I went to the support group yesterday and it was so powerful!",
+    "Caf\u00e9 \u2026 \u00e9t\u00e9: \u0436\u0443\u0440\u043d\u0430\u043b"
+    " \u0440\u0435\u043b\u0438\u0437\u043e\u0432 (the release log) is kept in Russian.",
+]
+
+
+def unvalidated(**fields):
+    """A candidate built without validation, so the gate alone is tested on what validation would refuse."""
+    fields = {**SECRET_BASE, **fields}
+    for name in ("paths", "keywords"):
+        fields[name] = tuple(fields.get(name, ()))
+    return gates.Candidate(**fields)
+
+
+@pytest.mark.parametrize("name,fields,needle", SECRET_CORPUS, ids=[c[0] for c in SECRET_CORPUS])
+def test_the_secret_gate_catches_every_corpus_variant(name, fields, needle):
+    """Normalised (NFKC, invisible characters removed, look-alikes folded), over each field and their
+    concatenation, ids included; a credential as a project name is refused by validation."""
+    assert len(SECRET_CORPUS) >= 50
+    if "project" in fields:
+        with pytest.raises(ValidationError, match="project: looks like a credential") as error:
+            gates.validate(**{**SECRET_BASE, **fields})
+        assert needle not in str(error.value)
+        return
+    assert gates.gate(unvalidated(**fields)) == V.REASON_SECRET
+    try:
+        candidate = gates.validate(**{**SECRET_BASE, **fields})
+    except ValidationError as error:  # refused before the gate: a format character, a credential as the feed
+        assert needle not in str(error)
+    else:
+        assert gates.gate(candidate) == V.REASON_SECRET
+
+
+@pytest.mark.parametrize("text", CLEAN_TEXTS)
+def test_ordinary_text_shas_uuids_and_identifiers_are_no_secret(text):
+    assert gates.secret_kinds(text) == []
+    assert gates.gate(candidate(body=text, observed_sha="3f2a9c1e5b7d4e8f9a0b1c2d3e4f5a6b7c8d9e0f",
+                                session_id="3f2a9c1e-5b7d-4e8f-9a0b-1c2d3e4f5a6b", task_id="PROJ-123",
+                                persona="Caroline", source_ref="D1:3", model="claude-3.5-sonnet")) is None
+
+
+def test_the_readme_and_demo_examples_pass_the_gate():
+    readme = (REPO / "README.md").read_text()
+    assert not [p for p in readme.split("\n\n") if gates.has_secret(p)]
+    demo = [json.loads(line) for line in (REPO / "memory_assets/demo/demo_units.jsonl").read_text().splitlines()]
+    flagged = {d["task_id"] for d in demo if gates.gate(gates.validate(**d)) == V.REASON_SECRET}
+    assert flagged == {"DEMO-15"}  # the demo's one deliberate credential
+
+
+def test_scan_form_folds_width_invisibles_and_look_alikes():
+    assert gates.scan_form(full_width("AKIA") + "\u200b\u2060X") == "AKIAX"
+    assert gates.scan_form("\u0410\u041a\u0406\u0410 \u0440\u0430ss") == "AKIA pass"  # Cyrillic look-alikes
+    assert gates.scan_form("line one\nline\u00adtwo") == "line one\nlinetwo"
+
+
+@pytest.mark.parametrize("field", ["task_id", "session_id", "source_ref", "persona", "model", "observed_sha",
+                                   "feed"])
+@pytest.mark.parametrize("value", ["has space", "tab\there", "nul\x00", "zero\u200bwidth", "caf\u00e9",
+                                   "\u0410KIA", "-leading-dash", "semi;colon", "x" * 201])
+def test_ids_follow_the_identifier_grammar(field, value):
+    with pytest.raises(ValidationError) as error:
+        candidate(**{field: value})
+    assert error.value.field == field
+    assert value not in str(error.value)
+
+
+def test_ids_in_the_grammar_pass():
+    c = candidate(task_id="gh:acme/repo#12", session_id="3f2a9c1e-5b7d-4e8f-9a0b-1c2d3e4f5a6b", persona="ana@acme",
+                  source_ref="D1:3", model="claude-3.5-sonnet", observed_sha="3f2a9c1e5b7d", feed="mcp")
+    assert gates.gate(c) is None
+
+
+@pytest.mark.parametrize("field,value", [
+    ("title", "bell \x07 title"), ("title", "two\nlines"), ("title", "tab\tinside"), ("title", "zero\u200bwidth"),
+    ("title", "line\u2028separator"), ("body", "escape \x1b[31m red"), ("body", "nul-ish \x7f delete"),
+    ("body", "joiner \u2060 inside"), ("body", "bom \ufeff inside"), ("body", "bidi \u202e override"),
+    ("paths", ["src/\x00x.py"]), ("paths", ["src/\u200bx.py"]), ("keywords", ["t\x1fls"]),
+    ("keywords", ["soft\u00adhyphen"]), ("project", "acme\u200b"),
+])
+def test_control_and_format_characters_are_refused_naming_the_field(field, value):
+    with pytest.raises(ValidationError) as error:
+        candidate(**{field: value})
+    assert error.value.field.split("[")[0] == field
+
+
+def test_bodies_keep_line_breaks_and_tabs_and_normalise_line_endings():
+    c = candidate(body="First line\r\n\tindented second line\rthird line because of CR")
+    assert c.body == "First line\n\tindented second line\nthird line because of CR"
+
+
+@pytest.mark.parametrize("field", ["confidence", "importance"])
+@pytest.mark.parametrize("value", [10**400, -(10**400), float("nan"), float("inf"), float("-inf"), True, "0.5",
+                                   None, [0.5], 1 + 1e-9])
+def test_numbers_are_range_checked_before_conversion(field, value):
+    with pytest.raises(ValidationError) as error:
+        candidate(**{field: value})
+    assert error.value.field == field
+
+
+def test_a_number_below_the_smallest_real_is_stored_as_zero():
+    assert candidate(confidence=5e-324).confidence == 0.0
+    assert candidate(importance=1e-45).importance == 1e-45  # a REAL subnormal: stored as it is
+    assert candidate(confidence=1).confidence == 1.0
+
+
+@pytest.mark.parametrize("value", [
+    datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14))),
+    datetime(9999, 12, 31, 23, 59, tzinfo=timezone(timedelta(hours=-14))),
+    datetime(1969, 12, 31, 23, 59, tzinfo=UTC),
+    datetime(9000, 1, 1, tzinfo=UTC),
+])
+def test_valid_from_is_bounded(value):
+    with pytest.raises(ValidationError, match="valid_from: must lie between 1970-01-01 and 9000-01-01"):
+        candidate(valid_from=value)
+
+
+def test_valid_from_inside_the_bounds_passes():
+    assert candidate(valid_from=datetime(1970, 1, 1, tzinfo=UTC)).valid_from.year == 1970
+    assert candidate(valid_from=datetime(8999, 12, 31, tzinfo=timezone(timedelta(hours=14)))).valid_from
+
+
+def test_a_secret_is_never_quoted_back_in_an_error():
+    token = "ghp_" + "k3J9x2LmQ8vRt5Wz1Yb7Nc4Hd6Fg0Sa2Pe3U"
+    for field in ("kind", "type", "visibility"):
+        with pytest.raises(ValidationError) as error:
+            candidate(**{field: token})
+        assert token[4:] not in str(error.value)
+    with pytest.raises(ValidationError) as error:
+        gates.iso_time("as_of", token)
+    assert token[4:] not in str(error.value)
+
+
+def test_the_verbatim_gate_is_linear_and_its_input_capped():
+    """An adversarial source (the one difflib needed 102 s for) gates in far under the bound, at the cap too."""
+    body = ("ab" * 600)[: V.BODY_MAX_CHARS]
+    started = time.perf_counter()
+    for source in ("ab" * 10_000, "a b " * 5_000, ("ab" * 500 + "x") * 20, "ba" * (V.SOURCE_TEXT_MAX_CHARS // 2)):
+        gates.exclusion_reason(candidate(kind="recipe", type="procedural", body=body, source_text=source))
+    assert time.perf_counter() - started < 5
+    with pytest.raises(ValidationError, match="source_text: at most"):
+        candidate(source_text="x" * (V.SOURCE_TEXT_MAX_CHARS + 1))
+
+
+def test_the_verbatim_share_counts_copied_runs():
+    source = "# Setup\nRun make install then make test to create the virtual environment.\nMore text."
+    assert gates.verbatim_share("Run make install then make test to create the virtual environment.", source) == 1.0
+    assert gates.verbatim_share("Releases are cut on Thursday mornings; late merges wait.", source) == 0.0
+    half = gates.verbatim_share("Run make install then make test. Releases are cut on Thursday mornings.", source)
+    assert 0.3 < half < 0.7
+
+
+def test_a_contribution_without_a_task_is_keyed_by_who_contributed_it():
+    base = dict(project="acme", kind="note", type="semantic", title="Relay", body="The relay comes from Ostwind.")
+    ana = gates.validate(**base, persona="ana", visibility="private")
+    assert ana.idempotency_key == gates.validate(**base, persona="ana", visibility="private").idempotency_key
+    others = [gates.validate(**base, persona="bo"), gates.validate(**base, persona="ana"),
+              gates.validate(**base, persona="ana", visibility="private", session_id="S-2"),
+              gates.validate(**base, persona="ana", visibility="private", feed="mcp")]
+    assert len({ana.idempotency_key, *(o.idempotency_key for o in others)}) == 5
+    # with a task, the task is the contribution: a replay by anyone adds nothing
+    assert (gates.validate(**base, task_id="T-1", persona="ana").idempotency_key
+            == gates.validate(**base, task_id="T-1", persona="bo").idempotency_key)

@@ -1,5 +1,9 @@
 """Lifecycle on the real database: supersession, forget without resurrection, votes, decay, TTL, consolidation."""
 
+import json
+import os
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -11,8 +15,8 @@ from memory_assets import authz, consolidation, decay, lifecycle, quality
 from memory_assets import vocabulary as V
 from memory_assets.defs import runner
 from memory_assets.errors import ScopeError, ValidationError
+from tests.cases import REPO, embed_all
 from tests.cases import SERVING_MODEL as T1
-from tests.cases import embed_all
 
 TODAY = datetime.now(UTC).date()
 
@@ -56,7 +60,7 @@ def test_a_private_unit_cannot_supersede_what_more_readers_see(mem, conn):
     assert [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("memory_units", "memory_inbox")] == [1, 1]
     own = mem.remember(**mine)
     assert mem.remember(**{**mine, "body": "Deploys happen on Fridays now."}, supersedes=own.token).status == "active"
-    assert mem.unit("acme", own.token)["status"] == "superseded"
+    assert mem.unit("acme", own.token, authz.Actor.reader("acme", "ana"))["status"] == "superseded"
 
 
 def test_forget_leaves_no_text_anywhere_even_after_rematerialising(mem, conn, stored_text):
@@ -215,3 +219,207 @@ def test_a_configured_summariser_writes_the_consolidated_text(mem, conn, embedde
     assert consolidation.consolidate_week(conn, T1, week, summarizer=summarise)["clusters"] == 1
     assert seen == [6]
     assert conn.execute("SELECT body FROM memory_units WHERE type = 'semantic'").fetchone()[0].startswith("Offsite")
+
+
+# --- Forget reaches derived text (issue #13) -------------------------------------------------
+
+FLIGHTS = [(f"Flight {i} to Berlin delayed", f"Flight #{i} to Berlin for the offsite was delayed by fog.")
+           for i in range(6)]
+WEEK = TODAY - timedelta(days=TODAY.weekday())
+FORGETTER = authz.Actor.for_project("acme", "alice", forget=True)
+
+
+def flights(mem):
+    return [mem.remember(project="acme", kind="note", type="episodic", title=title, body=body, task_id=f"T-{i}")
+            for i, (title, body) in enumerate(FLIGHTS)]
+
+
+def live_summaries(conn):
+    return conn.execute("SELECT count(*) FROM memory_units WHERE type = 'semantic' AND status IN "
+                        "('proposed', 'review', 'active', 'flagged', 'stale')").fetchone()[0]
+
+
+def test_forgetting_a_member_tombstones_the_weekly_summary_that_copied_it(mem, conn, embedder, stored_text):
+    members = flights(mem)
+    embed_all(conn, embedder)
+    assert consolidation.consolidate_week(conn, T1, WEEK)["clusters"] == 1
+    summary_id = conn.execute("SELECT consolidated_unit FROM consolidation_clusters").fetchone()[0]
+    title, number = conn.execute("SELECT title, number FROM memory_units WHERE id = %s", (summary_id,)).fetchone()
+    summary = f"mem-{number}"
+    copied = next(m for m, (t, _) in zip(members, FLIGHTS, strict=True) if t == title)  # the central member
+    copied_body = FLIGHTS[members.index(copied)][1]
+    embed_all(conn, embedder)
+    assert summary in [h.token for h in mem.recall("acme", copied_body, k=7)]  # the copy is recalled
+    mem.forget("acme", copied.token, FORGETTER, reason="user asked")
+    derived = mem.unit("acme", summary)
+    assert (derived["status"], derived["title"], derived["body"]) == ("forgotten", "", "")
+    assert conn.execute("SELECT count(*) FROM consolidation_clusters").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM memory_units WHERE consolidated_into IS NOT NULL").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM memory_embeddings WHERE unit_id = %s", (summary_id,)).fetchone()[0] == 0
+    assert conn.execute("SELECT details->>'derived_from' FROM audit_log WHERE unit_id = %s AND action = 'forget'",
+                        (summary_id,)).fetchone() == (copied.unit_id,)
+    hits = [h.token for h in mem.recall("acme", copied_body, k=6)]
+    assert copied.token not in hits and summary not in hits and len(hits) == 5
+    assert title not in stored_text() and copied_body not in stored_text()
+    assert quality.tombstones_with_text(conn) == [] and quality.unlinked_consolidations(conn) == []
+    # the next weekly run rebuilds the summary from the members that remain
+    assert consolidation.consolidate_week(conn, T1, WEEK)["members"] == 5
+    assert live_summaries(conn) == 1 and title not in stored_text()
+    assert quality.tombstones_with_text(conn) == [] and quality.unlinked_consolidations(conn) == []
+
+
+def test_a_member_forgotten_while_the_week_consolidates_never_reaches_a_summary(mem, conn, embedder):
+    members = flights(mem)
+    embed_all(conn, embedder)
+    seen = []
+
+    def summarise(texts):  # runs after the week's episodes were read: forget one of them right now
+        seen.append(len(texts))
+        mem.forget("acme", members[0].token, FORGETTER)
+        return "Berlin flights delayed", "Offsite flights to Berlin are often delayed by fog."
+
+    counts = consolidation.consolidate_week(conn, T1, WEEK, summarizer=summarise)
+    assert seen == [6] and counts["clusters"] == 0 and live_summaries(conn) == 0
+    assert consolidation.consolidate_week(conn, T1, WEEK, summarizer=lambda texts: (
+        "Berlin flights delayed", f"{len(texts)} offsite flights to Berlin were delayed by fog."))["members"] == 5
+    assert quality.tombstones_with_text(conn) == []
+
+
+def test_the_migration_repairs_what_forgets_before_the_fix_left_behind(mem, conn, embedder, stored_text):
+    members = flights(mem)
+    dup = note(mem, "Berlin flights are late", "Flights to Berlin for the offsite are late in fog.", task_id="T-9")
+    embed_all(conn, embedder)
+    consolidation.consolidate_week(conn, T1, WEEK)
+    summary_id, title, number = conn.execute(
+        "SELECT c.consolidated_unit, u.title, u.number FROM consolidation_clusters c "
+        "JOIN memory_units u ON u.id = c.consolidated_unit").fetchone()
+    assert f"mem-{number}" in [u["id"] for u in mem.compile_bundle("acme")["units"]]
+    copied = next(m for m, (t, _) in zip(members, FLIGHTS, strict=True) if t == title)
+    # what a forget did before: the unit and its inbox rows blanked, nothing derived from it touched
+    conn.execute("UPDATE memory_units SET status = 'forgotten', title = '', body = '', paths = '{}', keywords = '{}' "
+                 "WHERE id = %s", (copied.unit_id,))
+    conn.execute("UPDATE memory_inbox SET title = '', body = '' WHERE unit_id = %s", (copied.unit_id,))
+    conn.execute("INSERT INTO audit_log (actor, action, project, unit_id) VALUES ('alice', 'forget', 'acme', %s)",
+                 (copied.unit_id,))
+    conn.execute("UPDATE memory_units SET status = 'retired', duplicate_of = %s WHERE id = %s",
+                 (copied.unit_id, dup.unit_id))
+    assert quality.tombstone_leaks(conn) == {copied.unit_id: ["member pointer", "merged duplicate", "summary"]}
+    migration = (REPO / "sql" / "010_forget_derived.sql").read_text()
+    conn.execute(migration)
+    assert quality.tombstones_with_text(conn) == [] and quality.unlinked_consolidations(conn) == []
+    statuses = dict(conn.execute("SELECT id::text, status FROM memory_units WHERE id IN (%s, %s)",
+                                 (summary_id, dup.unit_id)).fetchall())
+    assert statuses == {str(summary_id): "forgotten", dup.unit_id: "forgotten"}
+    assert title not in stored_text() and "late in fog" not in stored_text()
+    audited = conn.execute("SELECT count(*) FROM audit_log").fetchone()[0]
+    conn.execute(migration)  # idempotent: a clean ledger is left as it is
+    assert conn.execute("SELECT count(*) FROM audit_log").fetchone()[0] == audited
+
+
+PLANTS = {
+    "unit": "UPDATE memory_units SET body = 'planted text' WHERE id = %(gone)s",
+    "unit keywords": "UPDATE memory_units SET keywords = '{planted}' WHERE id = %(gone)s",
+    "inbox": "UPDATE memory_inbox SET body = 'planted text' WHERE unit_id = %(gone)s",
+    "unfolded inbox": "UPDATE memory_inbox SET body = 'planted text', unit_id = NULL, outcome = NULL, "
+                      "folded_at = NULL, received_at = received_at - interval '1 hour' WHERE unit_id = %(gone)s",
+    "bundle": "INSERT INTO memory_bundles (project, revision, content_hash, bundle, bytes, units) "
+              "VALUES ('acme', 99, 'x', jsonb_build_object('v', 1, 'project', 'acme', 'revision', 99, 'units', "
+              "jsonb_build_array(jsonb_build_object('id', 'mem-2', 'title', 'planted text'))), 1, 1)",
+    "vector": "INSERT INTO memory_embeddings (unit_id, project, model_key, unit_revision, content_hash, text_digest, "
+              "model_name, model_revision, dim, embedding) SELECT %(gone)s, project, model_key, unit_revision, "
+              "content_hash, text_digest, model_name, model_revision, dim, embedding FROM memory_embeddings "
+              "WHERE unit_id = %(kept)s",
+    "consolidation": "INSERT INTO consolidation_clusters (week_start, project, cluster, consolidated_unit, members) "
+                     "VALUES (current_date, 'acme', 0, %(kept)s, ARRAY[%(gone)s]::uuid[])",
+    "consolidated_into": "UPDATE memory_units SET consolidated_into = %(kept)s WHERE id = %(gone)s",
+    "merged duplicate": "UPDATE memory_units SET status = 'retired', duplicate_of = %(gone)s WHERE id = %(kept)s",
+}
+
+
+@pytest.mark.parametrize("place", PLANTS)
+def test_the_tombstone_check_sees_text_in_every_place(mem, conn, embedder, place):
+    kept = note(mem, "Kept fact", "The cafeteria opens at noon on Fridays.", task_id="T-0")
+    gone = note(mem, task_id="T-1", **SECRET_FACT)
+    embed_all(conn, embedder)
+    mem.forget("acme", gone.token, FORGETTER)
+    assert quality.tombstones_with_text(conn) == []
+    conn.execute(PLANTS[place], {"gone": gone.unit_id, "kept": kept.unit_id})
+    assert quality.tombstones_with_text(conn) == [gone.unit_id]
+    from memory_assets.defs.lifecycle.checks import no_text_in_tombstones
+    from memory_assets.resources import PostgresResource
+
+    result = no_text_in_tombstones(postgres=PostgresResource(database_url=mem.url))
+    assert not result.passed and result.metadata["unit_ids"].value == [gone.unit_id]
+
+
+# --- Consolidation is deterministic (issue #13) ----------------------------------------------
+
+EXTRACT = """
+import json, sys
+import numpy as np
+from memory_assets import consolidation
+rows = [(i, i + 1, "note", f"Flight {i} to Berlin delayed", f"Flight #{i} to Berlin for the offsite was delayed by fog "
+         f"after the airport strike and the storm warning", [], None) for i in range(8)]
+vectors = np.array([[1.0, 0.1 * (i % 3), 0.0] for i in range(8)])
+print(json.dumps(consolidation.extract(rows, list(range(8)), vectors)))
+"""
+
+CONSOLIDATE = """
+import sys
+import psycopg
+from datetime import date
+from pgvector.psycopg import register_vector
+from memory_assets import consolidation
+from memory_assets.database import connection_kwargs
+with psycopg.connect(sys.argv[1], **connection_kwargs()) as conn:
+    register_vector(conn)
+    print(consolidation.consolidate_week(conn, sys.argv[2], date.fromisoformat(sys.argv[3])))
+"""
+
+
+def run_python(script, seed, *args):
+    env = {**os.environ, "PYTHONHASHSEED": str(seed)}
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_keyword_extraction_is_the_same_under_every_hash_seed():
+    outputs = {run_python(EXTRACT, seed) for seed in (1, 2, 3, 4)}
+    assert len(outputs) == 1, outputs
+    keywords = json.loads(outputs.pop())[2]
+    assert keywords == sorted(keywords) and len(keywords) == V.CONSOLIDATION_KEYWORDS  # all tie: alphabetical
+
+
+def test_extraction_ignores_the_order_of_members():
+    rows = [(i, i + 1, "note", f"Episode {i} about the cache", f"The cache volume {i} filled up during the deploy",
+             [], None) for i in range(6)]
+    vectors = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
+    outputs = {json.dumps(consolidation.extract(rows, order, vectors))
+               for order in ([0, 1, 2, 3, 4, 5], [5, 4, 3, 2, 1, 0], [3, 1, 4, 0, 5, 2])}
+    assert len(outputs) == 1, outputs  # a tie for the most central member goes to the lowest unit number
+    assert json.loads(outputs.pop())[0] == "Episode 0 about the cache"
+
+
+def test_three_reruns_under_other_hash_seeds_keep_one_live_summary_per_cluster(mem, conn, embedder):
+    flights(mem)
+    embed_all(conn, embedder)
+    for seed in (1, 2, 1):
+        assert "'clusters': 1" in run_python(CONSOLIDATE, seed, mem.url, T1, WEEK.isoformat())
+        assert live_summaries(conn) == 1
+    assert conn.execute("SELECT count(*) FROM memory_units WHERE type = 'semantic'").fetchone()[0] == 1
+    assert quality.unlinked_consolidations(conn) == []
+
+
+def test_a_rerun_never_retires_the_summary_it_recreates(mem, conn, embedder):
+    """A summariser may answer differently on each run (an LLM does): the week keeps exactly one live summary."""
+    flights(mem)
+    embed_all(conn, embedder)
+    answers = iter(["Flights to Berlin are delayed by fog.", "Fog delays the offsite flights to Berlin."] * 2)
+    summaries = []
+    for _ in range(4):
+        consolidation.consolidate_week(conn, T1, WEEK, summarizer=lambda texts: ("Berlin flights", next(answers)))
+        assert live_summaries(conn) == 1
+        summaries.append(conn.execute("SELECT consolidated_unit FROM consolidation_clusters").fetchone()[0])
+    assert summaries[0] == summaries[2] and summaries[1] == summaries[3] and summaries[0] != summaries[1]
+    assert quality.unlinked_consolidations(conn) == [] and quality.duplicate_live_units(conn) == []

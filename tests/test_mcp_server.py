@@ -5,14 +5,29 @@ import json
 import os
 import sys
 
+from click.testing import CliRunner
+
+from memory_assets import vocabulary as V
+from memory_assets.cli import main
+
+
+def server(*args, operators=None):
+    """The stdio server's parameters: `memory-assets mcp ARGS` with the deployment's operator list (or none)."""
+    from mcp import StdioServerParameters
+
+    env = {key: value for key, value in os.environ.items() if key != V.OPERATORS_ENV}
+    if operators is not None:
+        env[V.OPERATORS_ENV] = operators
+    return StdioServerParameters(command=sys.executable, args=["-m", "memory_assets.cli", "mcp", *args],
+                                 env={**env, "HF_HUB_OFFLINE": "1"})
+
 
 def test_mcp_client_round_trips_remember_recall_forget(clean):
-    from mcp import ClientSession, StdioServerParameters
+    from mcp import ClientSession
     from mcp.client.stdio import stdio_client
 
     async def session_calls():
-        params = StdioServerParameters(command=sys.executable, args=["-m", "memory_assets.cli", "mcp"],
-                                       env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        params = server("--operator", "alice", operators="bob, alice")
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             tools = {t.name for t in (await session.list_tools()).tools}
@@ -47,3 +62,29 @@ def test_mcp_client_round_trips_remember_recall_forget(clean):
             assert refused.isError and "as_of: must be an ISO 8601 time" in refused.content[0].text
 
     asyncio.run(session_calls())
+
+
+def test_forget_is_served_only_to_an_operator_the_deployment_lists(clean, monkeypatch):
+    """Started without --operator the server has no forget tool (an agent cannot name itself an operator); an
+    --operator the deployment does not list is refused before the server starts (exit 2, naming the setting)."""
+    from mcp import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    async def tool_names(params):
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            names = {t.name for t in (await session.list_tools()).tools}
+            forget_schema = next((t.inputSchema for t in (await session.list_tools()).tools if t.name == "forget"), {})
+            return names, set(forget_schema.get("properties", {}))
+
+    names, _ = asyncio.run(tool_names(server(operators="alice")))
+    assert "forget" not in names and {"remember", "recall", "confirm", "flag", "cite"} <= names
+    names, arguments = asyncio.run(tool_names(server("--operator", "alice", operators="alice")))
+    assert "forget" in names and arguments == {"project", "token", "reason"}  # no actor an agent could set
+
+    monkeypatch.delenv(V.OPERATORS_ENV, raising=False)
+    refused = CliRunner().invoke(main, ["mcp", "--operator", "alice"])
+    assert refused.exit_code == 2 and V.OPERATORS_ENV in refused.stderr
+    monkeypatch.setenv(V.OPERATORS_ENV, "bob")
+    refused = CliRunner().invoke(main, ["mcp", "--operator", "alice"])
+    assert refused.exit_code == 2 and V.OPERATORS_ENV in refused.stderr

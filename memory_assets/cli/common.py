@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -69,11 +71,18 @@ def memory() -> Memory:
     return connect()
 
 
+def field_label(key: object) -> str:
+    """A field name as an error may show it: the name itself when it is a plain identifier, else "fields"."""
+    if isinstance(key, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,39}", key) and not gates.has_secret(key):
+        return key
+    return "fields"
+
+
 def remember_fields(fields: dict[str, Any], default_project: str | None = None) -> dict[str, Any]:
     """The keyword arguments of one remember from a dict of candidate fields, so unknown fields are bad input."""
     unknown = sorted(set(fields) - set(V.CANDIDATE_FIELDS))
     if unknown:
-        raise ValidationError(unknown[0], f"unknown field (known: {', '.join(V.CANDIDATE_FIELDS)})")
+        raise ValidationError(field_label(unknown[0]), f"unknown field (known: {', '.join(V.CANDIDATE_FIELDS)})")
     fields = dict(fields)
     fields.setdefault("project", default_project)
     if isinstance(fields.get("valid_from"), str):
@@ -81,6 +90,49 @@ def remember_fields(fields: dict[str, Any], default_project: str | None = None) 
     for name in ("project", "kind", "type", "title", "body"):
         fields.setdefault(name, None)
     return fields
+
+
+# a JSON string, or an unterminated one up to the end (possessive: matched in one pass, never backtracking)
+_JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_BRACKET_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def json_depth(text: str) -> int:
+    """How deeply a JSON text nests (strings skipped), in linear passes that run in C: checked before json.loads,
+    whose recursion a deeply nested line would exhaust."""
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    return max(itertools.accumulate(map(_BRACKET_STEP.__getitem__, brackets)), default=0)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValidationError(field_label(key), "duplicate key")
+        seen[key] = value
+    return seen
+
+
+def _number(kind: type[int] | type[float]) -> Any:
+    def parse(text: str) -> int | float:
+        if len(text) > V.IMPORT_MAX_NUMBER_CHARS:
+            raise ValidationError("number", f"at most {V.IMPORT_MAX_NUMBER_CHARS} characters")
+        return kind(text)
+    return parse
+
+
+def _no_constant(name: str) -> Any:
+    raise ValidationError("number", f"{name} is not a JSON number")
+
+
+def parse_json(text: str, field_name: str) -> Any:
+    """A JSON text with its nesting, numbers and keys bounded: ValidationError for a duplicate key, NaN, a number
+    too long or nesting too deep (never RecursionError), JSONDecodeError for anything that is not JSON."""
+    if json_depth(text) > V.IMPORT_MAX_DEPTH:
+        raise ValidationError(field_name, f"nested deeper than {V.IMPORT_MAX_DEPTH} levels")
+    return json.loads(text, object_pairs_hook=_unique_keys, parse_int=_number(int), parse_float=_number(float),
+                      parse_constant=_no_constant)
 
 
 def read_text(path: str, field_name: str) -> str:
@@ -95,8 +147,10 @@ def read_text(path: str, field_name: str) -> str:
 
 def read_json_object(path: str) -> dict[str, Any]:
     """One JSON object from a file, so remember can take its fields from --json-file."""
+    if Path(path).is_file() and Path(path).stat().st_size > V.IMPORT_MAX_LINE_BYTES:
+        raise ValidationError("json_file", f"at most {V.IMPORT_MAX_LINE_BYTES} bytes")
     try:
-        data = json.loads(read_text(path, "json_file"))
+        data = parse_json(read_text(path, "json_file"), "json_file")
     except json.JSONDecodeError as error:
         raise ValidationError("json_file", f"not valid JSON ({error.msg} at line {error.lineno})") from error
     if not isinstance(data, dict):

@@ -15,12 +15,14 @@ from memory_assets.cli.common import MemoryGroup, emit, json_option, memory
 @click.argument("token")
 @click.option("--project", required=True)
 @click.option("--reason", required=True, help="Why (kept in the audit log; never the text).")
-@click.option("--actor", default="operator", show_default=True)
+@click.option("--actor", default="operator", show_default=True,
+              help=f"Who forgets: must be one of the operators the deployment lists in {V.OPERATORS_ENV}.")
 @json_option
 def forget(token: str, project: str, reason: str, actor: str, as_json: bool) -> None:
-    """Forget a unit for good: text blanked everywhere, vectors deleted, id and audit kept."""
+    """Forget a unit for good: text blanked everywhere, vectors deleted, id and audit kept (operators only)."""
+    operator = Actor.operator(project, actor)  # refused (exit 2) before any connection unless listed
     with memory() as mem:
-        unit_id = mem.forget(project, token, Actor.for_project(project, actor, forget=True), reason=reason)
+        unit_id = mem.forget(project, token, operator, reason=reason)
     emit({"token": token, "unit_id": unit_id, "status": V.STATUS_FORGOTTEN}, as_json, f"{token}: forgotten")
 
 
@@ -61,11 +63,13 @@ def review() -> None:
 
 @review.command("list")
 @click.option("--project")
+@click.option("--persona", help="Read as this persona: its private units in review are listed too.")
 @json_option
-def review_list(project: str | None, as_json: bool) -> None:
-    """Units in review, oldest first, with what they conflict with."""
+def review_list(project: str | None, persona: str | None, as_json: bool) -> None:
+    """Units in review that the reader may see, oldest first, with what they conflict with."""
     with memory() as mem:
-        queue = mem.review_queue(project)
+        actor = Actor.reader(project, persona) if project else Actor.readers(tuple(mem.projects()), persona)
+        queue = mem.review_queue(project, actor=actor)
     text = "\n".join(f"{r['project']} {r['token']} [{r['kind']}] {r['title']}"
                      + (f"  (conflicts with {r['conflicts_with']}: {r['conflict_title']})"
                         if r["conflicts_with"] else "")

@@ -14,11 +14,12 @@ from memory_assets.errors import ValidationError
 @click.command()
 @click.argument("token")
 @click.option("--project", required=True)
+@click.option("--persona", help="Read as this persona: its private units and sources are shown too.")
 @json_option
-def show(token: str, project: str, as_json: bool) -> None:
-    """Show one unit (mem-<n>) with its sources."""
+def show(token: str, project: str, persona: str | None, as_json: bool) -> None:
+    """Show one unit (mem-<n>) with the sources its reader may see."""
     with memory() as mem:
-        unit = mem.unit(project, token)
+        unit = mem.unit(project, token, actor=Actor.reader(project, persona))
     if unit is None:
         raise ValidationError("token", f"no unit {token} in project {project}")
     text = (f"{unit['token']} [{unit['kind']}/{unit['type']}] {unit['status']}\n{unit['title']}\n\n{unit['body']}\n\n"

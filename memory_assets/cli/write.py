@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, BinaryIO
 
 import click
+import psycopg
 from tqdm import tqdm
 
 from memory_assets import gates
@@ -16,6 +18,7 @@ from memory_assets.cli.common import (
     emit,
     json_option,
     memory,
+    parse_json,
     read_json_object,
     read_text,
     remember_fields,
@@ -76,34 +79,71 @@ class _Import:
     def __init__(self, mem: Memory, fold_now: bool) -> None:
         self.mem = mem
         self.fold_now = fold_now
-        self.batch: list[gates.Candidate] = []
+        self.batch: list[tuple[int, gates.Candidate]] = []
+        self.errors: list[str] = []
         self.totals: dict[str, Any] = {"lines": 0, "captured": 0, "inserted": 0, "rejected": {}}
 
-    def add(self, candidate: gates.Candidate) -> None:
-        """Queue one candidate; a full batch goes to memory at once."""
-        self.batch.append(candidate)
+    def add(self, number: int, candidate: gates.Candidate) -> None:
+        """Queue one candidate with its line number; a full batch goes to memory at once."""
+        self.batch.append((number, candidate))
         if len(self.batch) >= IMPORT_BATCH:
             self.flush()
 
     def flush(self) -> None:
-        """Write the queued candidates through the bulk write path and add up its counts."""
+        """Write the queued candidates through the bulk write path; should the database refuse the batch, write
+        them one by one so only the refused lines are reported and the rest still imports."""
         if not self.batch:
             return
-        counts = self.mem.remember_many(self.batch, fold_now=self.fold_now)
+        try:
+            self.count(self.mem.remember_many([c for _, c in self.batch], fold_now=self.fold_now))
+        except (psycopg.DataError, psycopg.IntegrityError):
+            for number, candidate in self.batch:
+                try:
+                    self.count(self.mem.remember_many([candidate], fold_now=self.fold_now))
+                except (psycopg.DataError, psycopg.IntegrityError) as error:
+                    self.errors.append(f"line {number}: refused by the database ({type(error).__name__})")
+        self.batch.clear()
+
+    def count(self, counts: dict[str, Any]) -> None:
+        """Add one write's counts to the totals."""
         self.totals["captured"] += counts["captured"]
         self.totals["inserted"] += counts["inserted"]
         rejected = self.totals["rejected"]
         for reason, n in counts["rejected"].items():
             rejected[reason] = rejected.get(reason, 0) + n
-        self.batch.clear()
 
 
 def candidate_of_line(raw: bytes, default_project: str | None) -> gates.Candidate:
     """A validated candidate from one JSON line, so a bad line is reported by number and the rest imports."""
-    fields = json.loads(raw.decode("utf-8"))
+    fields = parse_json(raw.decode("utf-8"), "line")
     if not isinstance(fields, dict):
         raise ValidationError("line", "must be a JSON object")
     return gates.validate(**remember_fields(fields, default_project))
+
+
+def bounded_lines(handle: BinaryIO) -> Iterator[bytes | None]:
+    """The file's lines, each read only up to V.IMPORT_MAX_LINE_BYTES: a longer one is skipped and yields None."""
+    while line := handle.readline(V.IMPORT_MAX_LINE_BYTES + 1):
+        if len(line) > V.IMPORT_MAX_LINE_BYTES and not line.endswith(b"\n"):
+            while line and not line.endswith(b"\n"):
+                line = handle.readline(V.IMPORT_MAX_LINE_BYTES)
+            yield None
+        else:
+            yield line
+
+
+def line_error(raw: bytes | None, default_project: str | None) -> tuple[gates.Candidate | None, str | None]:
+    """One line's candidate, or why it is bad (invalid UTF-8 or JSON, too long or deep, a field's rule)."""
+    if raw is None:
+        return None, f"longer than {V.IMPORT_MAX_LINE_BYTES} bytes"
+    try:
+        return candidate_of_line(raw, default_project), None
+    except UnicodeDecodeError as error:
+        return None, f"not valid UTF-8 (byte {error.start})"
+    except json.JSONDecodeError as error:
+        return None, f"not valid JSON ({error.msg})"
+    except ValidationError as error:
+        return None, str(error)
 
 
 @click.command("import")
@@ -114,28 +154,23 @@ def candidate_of_line(raw: bytes, default_project: str | None) -> gates.Candidat
 @click.pass_context
 def import_(ctx: click.Context, file: str, project: str | None, no_fold: bool, as_json: bool) -> None:
     """Import a JSON-lines file through the same gates; a bad line is reported by number and the rest imports."""
-    errors: list[str] = []
     with memory() as mem, open(file, "rb") as handle:
         run = _Import(mem, fold_now=not no_fold)
-        for number, raw in enumerate(tqdm(handle, desc="import", unit="line", disable=None), start=1):
+        for number, raw in enumerate(tqdm(bounded_lines(handle), desc="import", unit="line", disable=None), start=1):
             run.totals["lines"] += 1
-            if not raw.strip():
+            if raw is not None and not raw.strip():
                 continue
-            try:
-                candidate = candidate_of_line(raw, project)
-            except UnicodeDecodeError as error:
-                errors.append(f"line {number}: not valid UTF-8 (byte {error.start})")
-            except json.JSONDecodeError as error:
-                errors.append(f"line {number}: not valid JSON ({error.msg})")
-            except ValidationError as error:
-                errors.append(f"line {number}: {error}")
+            candidate, error = line_error(raw, project)
+            if candidate is None:
+                run.errors.append(f"line {number}: {error}")
             else:
-                run.add(candidate)
+                run.add(number, candidate)
         run.flush()
+    errors = sorted(run.errors, key=lambda e: int(e.split(":")[0].split()[1]))
     totals = {**run.totals, "errors": errors}
     emit(totals, as_json, f"imported {totals['captured']} of {totals['lines']} lines "
                           f"({totals['inserted']} new units, rejected {totals['rejected']}, {len(errors)} bad lines)")
-    for line_error in errors:
-        click.echo(f"error: {line_error}", err=True)
+    for error in errors:
+        click.echo(f"error: {error}", err=True)
     if errors:
         ctx.exit(EXIT_BAD_INPUT)

@@ -18,7 +18,6 @@ from memory_assets.ledger import canon, units
 log = logging.getLogger(__name__)
 
 
-
 @dataclass(frozen=True)
 class RememberResult:
     """What happened to one candidate: its status, token and unit id, or the rejection reason."""
@@ -30,13 +29,26 @@ class RememberResult:
 
 
 def record_rejection(conn: psycopg.Connection[Any], candidate: gates.Candidate, reason: str, count: int = 1) -> None:
-    """Count a rejection per (project, feed, reason, day) and audit it with ids and the reason only."""
+    """Count a rejection per (project, feed, reason, day) and audit it with those counters only: no id of a
+    rejected candidate (task, session, persona…) is stored or logged, since any of them may be what was rejected."""
     conn.execute(query("ledger/count_rejection"), {"project": candidate.project, "feed": candidate.feed,
                                                     "reason": reason, "count": count})
-    audit.record(conn, candidate.persona or candidate.feed, "reject", project=candidate.project, reason=reason,
-                 details={"feed": candidate.feed, "task_id": candidate.task_id, "session_id": candidate.session_id})
-    log.info("rejected candidate project=%s feed=%s task=%s reason=%s",
-             candidate.project, candidate.feed, candidate.task_id, reason)
+    audit.record(conn, candidate.feed, "reject", project=candidate.project, reason=reason,
+                 details={"feed": candidate.feed, "count": count})
+    log.info("rejected candidate project=%s feed=%s reason=%s", candidate.project, candidate.feed, reason)
+
+
+def supersedes_token(value: object) -> str | None:
+    """The token a new unit supersedes, checked before anything runs: ValidationError naming `supersedes`."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError("supersedes", f"must be a token like {V.TOKEN_PREFIX}<n>, got {type(value).__name__}")
+    try:
+        tokens.number_of(value)
+    except ValidationError as error:
+        raise ValidationError("supersedes", f"must be a token like {V.TOKEN_PREFIX}<n>") from error
+    return value
 
 
 def inbox_row(candidate: gates.Candidate) -> tuple[Any, ...]:
@@ -85,8 +97,10 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate,
              supersedes: str | None = None) -> RememberResult:
     """The public write path for one candidate: gates, then inbox, then fold; rejected text is never stored.
 
-    With `supersedes` (a token), the new unit replaces that one in the same transaction.
+    With `supersedes` (a token), the new unit replaces that one in the same transaction. The gates run before the
+    transaction opens, so a slow gate never holds a lock.
     """
+    supersedes = supersedes_token(supersedes)
     reason = gates.gate(candidate, canon.canon_of(conn, candidate.project))
     if reason:
         with conn.transaction():
@@ -94,7 +108,7 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate,
         return RememberResult(status=V.OUTCOME_REJECTED, reason=reason)
     candidate = gates.without_source_text(candidate)
     with conn.transaction():
-        old_id = tokens.unit_id_of(conn, candidate.project, supersedes) if supersedes else None
+        old_id = superseded_id(conn, candidate.project, supersedes) if supersedes else None
         capture(conn, [candidate])
         inbox_id, folded_unit = one(conn.execute("SELECT id, unit_id FROM memory_inbox WHERE idempotency_key = %s",
                                                  (candidate.idempotency_key,)))
@@ -111,22 +125,34 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate,
     return RememberResult(status=status, token=tokens.token_of(number), unit_id=str(unit_id))
 
 
+def superseded_id(conn: psycopg.Connection[Any], project: str, token: str) -> Any:
+    """The id of the unit a new one supersedes; ValidationError naming `supersedes` when the project has none."""
+    try:
+        return tokens.unit_id_of(conn, project, token)
+    except ValidationError as error:
+        raise ValidationError("supersedes", f"no unit {token} in project {project}") from error
+
+
 def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidate], *,
                   fold_now: bool = True) -> dict[str, Any]:
-    """Bulk write path: gate every candidate, count rejections, capture the rest in the inbox and fold them."""
+    """Bulk write path: gate every candidate first (outside any transaction, so no lock waits on a gate), then
+    count the rejections, capture the rest in the inbox and fold them in one transaction."""
     canons: dict[str, list[list[int]]] = {}
     passed: list[gates.Candidate] = []
+    rejections: list[tuple[gates.Candidate, str]] = []
+    for candidate in candidates:
+        if candidate.project not in canons:
+            canons[candidate.project] = canon.canon_of(conn, candidate.project)
+        reason = gates.gate(candidate, canons[candidate.project])
+        if reason:
+            rejections.append((candidate, reason))
+        else:
+            passed.append(gates.without_source_text(candidate))
     rejected: dict[str, int] = {}
     with conn.transaction():
-        for candidate in candidates:
-            if candidate.project not in canons:
-                canons[candidate.project] = canon.canon_of(conn, candidate.project)
-            reason = gates.gate(candidate, canons[candidate.project])
-            if reason:
-                record_rejection(conn, candidate, reason)
-                rejected[reason] = rejected.get(reason, 0) + 1
-            else:
-                passed.append(gates.without_source_text(candidate))
+        for candidate, reason in rejections:
+            record_rejection(conn, candidate, reason)
+            rejected[reason] = rejected.get(reason, 0) + 1
         captured = capture(conn, passed)
         folded = fold(conn, ids=inbox_ids(conn, passed)) if fold_now and passed else {"inserted": 0}
     return {"captured": captured, "inserted": folded["inserted"], "rejected": rejected}
@@ -140,10 +166,14 @@ def inbox_ids(conn: psycopg.Connection[Any], candidates: list[gates.Candidate]) 
 
 def correct(conn: psycopg.Connection[Any], project: str, token: str, *, title: str | None = None,
             body: str | None = None, keywords: list[str] | None = None, actor: str = "api") -> int:
-    """Correct a unit's text in place (same fact, better words): gated again; the revision rises, old vectors die."""
+    """Correct a unit's text in place (same fact, better words): gated again; the revision rises, old vectors die.
+    A forgotten unit is refused: its tombstone never takes text again."""
+    actor = gates.identifier("actor", actor, required=True)  # it is written to the unit and the audit log
     current = units.unit(conn, project, token)
     if current is None:
         raise ValidationError("token", f"no unit {token} in project {project}")
+    if current["status"] == V.STATUS_FORGOTTEN:
+        raise ValidationError("token", f"{token} is forgotten")
     candidate = gates.validate(project=project, kind=current["kind"], type=current["type"],
                                title=title if title is not None else current["title"],
                                body=body if body is not None else current["body"],
@@ -152,8 +182,11 @@ def correct(conn: psycopg.Connection[Any], project: str, token: str, *, title: s
     if gates.has_secret(gates.candidate_text(candidate)):
         raise ValidationError("body", "the correction contains a secret and was not stored")
     with conn.transaction():
-        revision: int = one(conn.execute(query("ledger/correct_unit"), {
+        row = conn.execute(query("ledger/correct_unit"), {
             "title": candidate.title, "body": candidate.body, "keywords": list(candidate.keywords),
-            "content_hash": candidate.content_hash, "actor": actor, "unit_id": current["id"]}))[0]
+            "content_hash": candidate.content_hash, "actor": actor, "unit_id": current["id"]}).fetchone()
+        if row is None:  # forgotten between the read and the update
+            raise ValidationError("token", f"{token} is forgotten")
+        revision: int = row[0]
         audit.record(conn, actor, "correct", project=project, unit_id=current["id"], details={"revision": revision})
     return revision

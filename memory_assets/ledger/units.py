@@ -13,7 +13,8 @@ from memory_assets.database import query
 
 
 def unit(conn: psycopg.Connection[Any], project: str, token: str) -> dict[str, Any] | None:
-    """One unit by project and token, with its sources; None when there is no such unit."""
+    """One unit by project and token, with its sources; None when there is no such unit (under authz.scoped: none
+    the actor may see, and only the sources it may see)."""
     number = tokens.number_of(token)
     with conn.cursor(row_factory=dict_row) as cur:
         row = cur.execute(query("ledger/unit_by_token"), {"project": project, "number": number}).fetchone()
@@ -22,6 +23,11 @@ def unit(conn: psycopg.Connection[Any], project: str, token: str) -> dict[str, A
         row["token"] = tokens.token_of(row["number"])
         row["sources"] = cur.execute(query("ledger/unit_sources"), {"unit_id": row["id"]}).fetchall()
     return row
+
+
+def projects(conn: psycopg.Connection[Any]) -> list[str]:
+    """Every project's name (the owner reads them): whom a summary over all projects is scoped to."""
+    return [row[0] for row in conn.execute("SELECT project FROM memory_projects ORDER BY project")]
 
 
 def stats(conn: psycopg.Connection[Any], project: str | None = None) -> dict[str, Any]:

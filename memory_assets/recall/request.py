@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -26,25 +27,38 @@ def tsquery_terms(query: str) -> list[str]:
 
 
 def validate_query(project: str, query: str, k: int, kinds: Sequence[str] | None, types: Sequence[str] | None,
-                   paths: Sequence[str] | None, as_of: datetime | None = None, legs: str = "hybrid") -> None:
-    """Reject a request that names a bad project, query, k, filter or time, naming the field and the limit."""
+                   paths: Sequence[str] | None, as_of: datetime | None = None, legs: str = "hybrid",
+                   reader: str | None = None) -> None:
+    """Reject a request that names a bad project, query, k, filter, time or reader, naming the field and the limit,
+    before any SQL sees it (a NUL byte or an out-of-range time would fail in the database instead)."""
     gates.project_name(project)
     if not isinstance(query, str) or not query.strip():
         raise ValidationError("query", "must not be empty")
     if len(query) > V.RECALL_MAX_QUERY_CHARS:
         raise ValidationError("query", f"at most {V.RECALL_MAX_QUERY_CHARS} characters (got {len(query)})")
-    if not isinstance(k, int) or not 1 <= k <= V.RECALL_MAX_K:
-        raise ValidationError("k", f"must be between 1 and {V.RECALL_MAX_K} (got {k!r})")
+    if not query.isprintable() and any(unicodedata.category(c) == "Cc" and c not in "\t\n\r" for c in query):
+        raise ValidationError("query", "must not contain control characters")  # format characters are fine here
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= V.RECALL_MAX_K:
+        raise ValidationError("k", f"must be between 1 and {V.RECALL_MAX_K} (got {gates.shown(k)})")
     for name, values, allowed in (("kinds", kinds, V.KINDS), ("types", types, V.TYPES)):
+        if values is not None and (isinstance(values, str) or not isinstance(values, (list, tuple))):
+            raise ValidationError(name, "must be a list of strings")
         for value in values or []:
-            if value not in allowed:
-                raise ValidationError(name, f"must be among {', '.join(allowed)} (got {value!r})")
-    if paths is not None and (isinstance(paths, str) or not all(isinstance(p, str) for p in paths)):
-        raise ValidationError("paths", "must be a list of strings")
-    if as_of is not None and as_of.tzinfo is None:
-        raise ValidationError("as_of", "must be timezone-aware")
-    if legs not in LEGS:
-        raise ValidationError("legs", f"must be one of {', '.join(LEGS)} (got {legs!r})")
+            if not isinstance(value, str) or value not in allowed:
+                raise ValidationError(name, f"must be among {', '.join(allowed)} (got {gates.shown(value)})")
+    if paths is not None:
+        if isinstance(paths, str) or not isinstance(paths, (list, tuple)):
+            raise ValidationError("paths", "must be a list of strings")
+        if len(paths) > V.PATHS_MAX:
+            raise ValidationError("paths", f"at most {V.PATHS_MAX} items (got {len(paths)})")
+        for i, path in enumerate(paths):
+            gates.text_field(f"paths[{i}]", path, V.ITEM_MAX_CHARS)
+    if as_of is not None:
+        gates.bounded_time("as_of", as_of)
+    if not isinstance(legs, str) or legs not in LEGS:
+        raise ValidationError("legs", f"must be one of {', '.join(LEGS)} (got {gates.shown(legs)})")
+    if reader:
+        gates.identifier("persona", reader)
 
 
 def hnsw_candidates(k: int) -> int:
@@ -72,7 +86,10 @@ def request_context(conn: psycopg.Connection[Any], project: str, k: int) -> Requ
 def request_params(project: str, terms: list[str], k: int, at: datetime, historical: bool,
                    kinds: Sequence[str] | None = None, types: Sequence[str] | None = None,
                    paths: Sequence[str] | None = None, reader: str | None = None) -> dict[str, Any]:
-    """The parameters every leg's SQL shares: the filters, k, the candidate count and the OR-ed query terms."""
+    """The parameters every leg's SQL shares: the filters, k, the candidate count and the OR-ed query terms; the
+    reader (the persona whose private units it sees) is validated here, where it enters the request's SQL."""
+    if reader:
+        gates.identifier("persona", reader)
     return {"project": project, "reader": reader, "at": at, "historical": historical,
             "kinds": list(kinds) if kinds else None, "types": list(types) if types else None,
             "paths": list(paths) if paths else None,

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from memory_assets import authz
+from memory_assets import authz, embeddings
 from memory_assets import vocabulary as V
 from memory_assets.recall import fusion
 from memory_assets.recall.legs import cited_text, dense_leg, details, neighbours, sparse_leg
@@ -73,12 +73,17 @@ def recall(conn: psycopg.Connection[Any], project: str, query: str, k: int = V.R
     terms = tsquery_terms(query)
     params = request_params(project, terms, k, at, as_of is not None, kinds, types, paths, reader=actor.name)
     notes: list[str] = []
+    # the query is encoded before the transaction opens: a slow model never holds a connection in a transaction
+    encoded_for, vector = None, None
+    if legs in ("hybrid", "dense") and encoder is not None:
+        encoded_for = embeddings.serving_model(conn)
+        vector = encoder(encoded_for, query)
     with authz.scoped(conn, actor):
         model_key, size, _ = request_context(conn, project, k)
-        vector = None
-        if legs in ("hybrid", "dense") and encoder is not None:
-            vector = encoder(model_key, query)
-        if vector is None and legs != "sparse":
+        if vector is not None and model_key != encoded_for:  # the serving model switched in between
+            vector = None
+            notes.append(f"the serving model changed to {model_key} during the request")
+        elif vector is None and legs != "sparse":
             notes.append("no query vector: the embedding model is unavailable")
         dense: list[tuple[Any, ...]] = []
         if vector is not None:

@@ -4,6 +4,7 @@ import json
 
 from click.testing import CliRunner
 
+from memory_assets import vocabulary as V
 from memory_assets.cli import main
 
 GOOD = {"project": "acme", "kind": "env", "type": "semantic", "title": "Staging needs TLS",
@@ -100,7 +101,8 @@ def test_show_unknown_token_exits_2(clean):
     assert result.exit_code == 2 and "token: must look like mem-<n>" in result.stderr
 
 
-def test_forget_confirm_and_flag_from_the_command_line(clean):
+def test_forget_confirm_and_flag_from_the_command_line(clean, monkeypatch):
+    monkeypatch.setenv(V.OPERATORS_ENV, "operator")  # forget is for the deployment's operators only
     run("remember", "--project", "acme", "--kind", "env", "--type", "semantic", "--title", GOOD["title"],
         "--body", GOOD["body"])
     confirmed = json.loads(run("confirm", "mem-1", "--project", "acme", "--task-id", "T-1", "--json").stdout)
@@ -113,3 +115,72 @@ def test_forget_confirm_and_flag_from_the_command_line(clean):
     assert (shown["status"], shown["title"], shown["body"]) == ("forgotten", "", "")
     again = run("forget", "mem-1", "--project", "acme", "--reason", "twice")
     assert again.exit_code == 2 and "token: no live unit mem-1" in again.stderr
+
+
+def test_import_reports_hostile_lines_and_imports_the_rest(clean, tmp_path, monkeypatch):
+    """Deep nesting, duplicate keys, huge or NaN numbers, an over-long line, control characters, a bad supersedes
+    field: each line is reported by number and reason, never a RecursionError, and every good line imports."""
+    monkeypatch.setattr(V, "IMPORT_MAX_LINE_BYTES", 2000)
+    second = {**GOOD, "title": "Second fact", "body": "Builds need 8 GiB because the linker is greedy."}
+    lines = [
+        json.dumps(GOOD).encode(),                                                          # 1 good
+        b'{"project": "acme", "keywords": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",      # 2 deep (and long)
+        b'{"project": "acme", "keywords": ' + b"[" * 9 + b"]" * 9 + b"}",                   # 3 deep
+        json.dumps(GOOD)[:-1].encode() + b', "title": "again"}',                             # 4 duplicate key
+        json.dumps({**GOOD, "title": "Big"})[:-1].encode() + b', "confidence": ' + b"9" * 400 + b"}",  # 5
+        json.dumps({**GOOD, "title": "NaN"})[:-1].encode() + b', "confidence": NaN}',        # 6
+        json.dumps({**GOOD, "body": "y" * 3000}).encode(),                                    # 7 too long
+        json.dumps({**GOOD, "title": "bell \u0007 title"}).encode(),                          # 8 control char
+        json.dumps({**GOOD, "task_id": "has space"}).encode(),                                # 9 id grammar
+        json.dumps({**GOOD, "valid_from": "0001-01-01T00:00:00+14:00"}).encode(),             # 10 time
+        json.dumps({**GOOD, "confidence": 5e-324, "title": "Tiny"}).encode(),                  # 11 good
+        json.dumps(second).encode(),                                                          # 12 good
+    ]
+    path = tmp_path / "units.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    result = run("import", str(path), "--json")
+    assert result.exit_code == 2
+    summary = json.loads(result.stdout)
+    assert (summary["lines"], summary["captured"], summary["inserted"]) == (12, 3, 3)
+    errors = dict(e.split(": ", 1) for e in summary["errors"])
+    assert errors == {
+        "line 2": "longer than 2000 bytes", "line 3": "line: nested deeper than 8 levels",
+        "line 4": "title: duplicate key", "line 5": "number: at most 64 characters",
+        "line 6": "number: NaN is not a JSON number", "line 7": "longer than 2000 bytes",
+        "line 8": "title: must not contain control or format characters (U+0007)",
+        "line 9": "task_id: " + V.ID_RULE,
+        "line 10": "valid_from: must lie between 1970-01-01 and 9000-01-01 (UTC)",
+    }
+    assert json.loads(run("stats", "--json").stdout)["units_by_status"] == {"active": 2, "review": 1}  # 0 confidence
+
+
+def test_import_reports_a_line_the_database_refuses_and_imports_the_rest(clean, tmp_path, monkeypatch):
+    """Should a value pass validation and still be refused by the database, only its line is reported."""
+    from memory_assets import gates
+
+    real_validate = gates.validate
+
+    def lenient(**fields):  # lets a title past validation that the CHECK constraint (80 characters) refuses
+        title = fields.get("title")
+        candidate = real_validate(**{**fields, "title": "placeholder"})
+        return candidate.__class__(**{**candidate.__dict__, "title": title})
+
+    monkeypatch.setattr(gates, "validate", lenient)
+    path = tmp_path / "units.jsonl"
+    path.write_text("\n".join([json.dumps(GOOD), json.dumps({**GOOD, "title": "x" * 81}),
+                               json.dumps({**GOOD, "title": "Third", "body": "Deploys wait for the green build."})]))
+    result = run("import", str(path), "--json")
+    assert result.exit_code == 2
+    summary = json.loads(result.stdout)
+    assert summary["errors"] == ["line 2: refused by the database (CheckViolation)"]
+    assert summary["captured"] == 2
+
+
+def test_remember_refuses_control_characters_and_bad_ids(clean):
+    base = ["remember", "--project", "acme", "--kind", "env", "--type", "semantic", "--title", "t", "--body", "b b"]
+    for extra, message in ((["--title", "zero\u200bwidth"], "title: must not contain control or format"),
+                           (["--persona", "ana\x00"], "persona: must not contain NUL"),
+                           (["--session-id", "two words"], "session_id: " + V.ID_RULE),
+                           (["--supersedes", "42"], "supersedes: must be a token like mem-<n>")):
+        result = run(*base, *extra)
+        assert result.exit_code == 2 and message in result.stderr, extra

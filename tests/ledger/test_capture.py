@@ -1,15 +1,19 @@
 """The write path on the real database: dedupe, numbering under concurrency, rejections that leave no text."""
 
 import logging
+import random
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta, timezone
 
 import psycopg
 import pytest
 
 import memory_assets
-from memory_assets import database, quality
+from memory_assets import authz, database, gates, quality
 from memory_assets import vocabulary as V
+from memory_assets.ledger import capture
 from tests.cases import EXCLUSION_CASES, SECRETS
 
 GOTCHA = dict(kind="gotcha", type="procedural", title="Dagster 1.13.28 breaks dagster-postgres",
@@ -168,7 +172,7 @@ def test_the_database_checks_match_the_vocabulary(conn):
 def test_a_units_audience_widens_with_each_contribution(mem, conn):
     """private_to: the first private contributor, then every private one, then everyone once a source is shared."""
     def audience():
-        return mem.unit("acme", "mem-1")["private_to"]
+        return conn.execute("SELECT private_to FROM memory_units WHERE project = 'acme' AND number = 1").fetchone()[0]
 
     fact = dict(project="acme", kind="env", type="semantic", title="Relay vendor", body="The relay comes from Ostwind.")
     mem.remember(**fact, persona="ana", task_id="T-1", visibility="private")
@@ -180,8 +184,13 @@ def test_a_units_audience_widens_with_each_contribution(mem, conn):
     assert audience() is None
     mem.remember(**fact, persona="dee", task_id="T-4", visibility="private")  # a shared fact stays shared
     assert audience() is None and quality.units_with_wrong_audience(conn) == []
-    assert ([s["visibility"] for s in mem.unit("acme", "mem-1")["sources"]]
-            == ["private", "private", "project", "private"])
+    assert source_rows(conn) == [("T-1", "ana", "private"), ("T-2", "bo", "private"), ("T-3", "cy", "project"),
+                                 ("T-4", "dee", "private")]
+
+
+def source_rows(conn):
+    """(task, persona, visibility) of every source, oldest first, read as the owner."""
+    return conn.execute("SELECT task_id, persona, visibility FROM memory_sources ORDER BY id").fetchall()
 
 
 def test_named_queries_spell_the_live_statuses_from_the_vocabulary():
@@ -190,3 +199,109 @@ def test_named_queries_spell_the_live_statuses_from_the_vocabulary():
         raw = (database.sql_dir() / "queries" / f"{name}.sql").read_text()
         assert "{live_statuses}" not in database.query(name) and "'proposed', 'review'" not in raw, name
     assert f"WHERE status IN {database.sql_list(V.LIVE_STATUSES)}" in database.query("ledger/fold_inbox")
+
+
+# --- Issue #13 -------------------------------------------------------------------------------------------------
+
+FACT = dict(project="acme", kind="env", type="semantic", title="Relay vendor", body="The relay comes from Ostwind.")
+
+
+def test_contributions_without_a_task_stay_distinct_sources(mem, conn):
+    """Two task-less contributions of one fact are two sources (provenance and audience kept); a replay adds none."""
+    first = mem.remember(**FACT, persona="ana", session_id="S-1", visibility="private")
+    assert first.status == "active"
+    assert conn.execute("SELECT private_to FROM memory_units").fetchone()[0] == ["ana"]
+    second = mem.remember(**FACT, persona="bo", session_id="S-2")
+    assert (second.status, second.token) == ("duplicate", first.token)
+    assert conn.execute("SELECT private_to FROM memory_units").fetchone()[0] is None  # bo's shared source widened it
+    assert mem.remember(**FACT, persona="bo", session_id="S-2").status == "duplicate"  # a replay
+    capture.remember_many(conn, [gates.validate(**FACT, persona="bo", session_id="S-2"),
+                                 gates.validate(**FACT, persona="cy", feed="mcp")])
+    assert source_rows(conn) == [(None, "ana", "private"), (None, "bo", "project"), (None, "cy", "project")]
+    assert quality.units_with_wrong_audience(conn) == []
+    assert conn.execute("SELECT count(*) FROM memory_inbox").fetchone()[0] == 3
+
+
+def test_a_rejection_stores_and_logs_no_id_of_the_candidate(mem, conn, caplog):
+    """Only the counters (project, feed, reason) reach memory_rejections, audit_log and the log."""
+    caplog.set_level(logging.DEBUG)
+    ids = dict(task_id="T-secret-task", session_id="S-secret-session", persona="secret-persona",
+               source_ref="ref-secret", model="model-secret", observed_sha="abcdef0123")
+    result = mem.remember(project="acme", kind="recipe", type="procedural", title="Session recap",
+                          body="In this session I worked on the importer.", feed="cli", **ids)
+    assert result.reason == V.REASON_SESSION_SUMMARY
+    audit = conn.execute("SELECT actor, project, reason, details::text FROM audit_log").fetchall()
+    assert audit == [("cli", "acme", V.REASON_SESSION_SUMMARY, '{"feed": "cli", "count": 1}')]
+    logged = caplog.text
+    for value in ids.values():
+        assert value not in logged
+    assert "project=acme feed=cli reason=session_summary" in logged
+
+
+def test_supersedes_must_name_a_unit_of_the_project(mem):
+    mem.remember(**FACT)
+    for value, message in ((123, "supersedes: must be a token like mem-<n>, got int"),
+                           (["mem-1"], "supersedes: must be a token like mem-<n>, got list"),
+                           ("mem-x", "supersedes: must be a token like mem-<n>"),
+                           ("mem-99", "supersedes: no unit mem-99 in project acme")):
+        with pytest.raises(memory_assets.ValidationError) as error:
+            mem.remember(**{**FACT, "body": "The relay comes from Nordwind."}, supersedes=value)
+        assert str(error.value).startswith(message), value
+    assert mem.stats("acme")["units_by_status"] == {"active": 1}
+
+
+@pytest.mark.parametrize("field", ["confidence", "importance"])
+def test_numbers_outside_a_real_are_stored_or_refused_never_a_database_error(mem, conn, field):
+    assert mem.remember(**FACT, **{field: 5e-324}).status in ("active", "review")
+    assert conn.execute(f"SELECT {field} FROM memory_units").fetchone()[0] == 0.0
+    for value in (10**400, float("nan"), float("inf")):
+        with pytest.raises(memory_assets.ValidationError) as error:
+            mem.remember(**{**FACT, "body": "The relay comes from Nordwind."}, **{field: value})
+        assert error.value.field == field
+
+
+def test_an_out_of_range_valid_from_is_refused_and_the_project_stays_readable(mem):
+    for value in (datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14))),
+                  datetime(9999, 12, 31, 23, 59, tzinfo=timezone(timedelta(hours=-14)))):
+        with pytest.raises(memory_assets.ValidationError, match="valid_from: must lie between"):
+            mem.remember(**FACT, valid_from=value)
+    mem.remember(**FACT, valid_from=datetime(1970, 1, 1, tzinfo=UTC))
+    assert [h.token for h in mem.recall("acme", "relay vendor Ostwind")] == ["mem-1"]
+
+
+def test_correct_refuses_a_forgotten_unit(mem, conn):
+    token = mem.remember(**FACT).token
+    mem.forget("acme", token, authz.Actor.for_project("acme", "op", forget=True), reason="asked")
+    with pytest.raises(memory_assets.ValidationError, match=f"token: {token} is forgotten"):
+        mem.correct("acme", token, title="Relay vendor again", body="The relay comes from Ostwind, confirmed.")
+    assert conn.execute("SELECT title, body, status FROM memory_units").fetchone() == ("", "", "forgotten")
+
+
+def test_remember_many_gates_every_candidate_before_its_transaction(conn, monkeypatch):
+    """No gate runs while the bulk write holds a transaction (and the row locks a fold takes)."""
+    states = []
+    real_gate = gates.gate
+
+    def watched_gate(candidate, canon=None):
+        states.append(conn.info.transaction_status)
+        return real_gate(candidate, canon)
+
+    monkeypatch.setattr(gates, "gate", watched_gate)
+    rows = [gates.validate(**{**FACT, "title": f"Relay vendor {i}"}, task_id=f"T-{i}") for i in range(3)]
+    rows.append(gates.validate(**EXCLUSION_CASES[0][1], project="acme", type="semantic", title="t"))
+    counts = capture.remember_many(conn, rows)
+    assert (counts["captured"], counts["rejected"]) == (3, {V.REASON_DECISION_KIND: 1})
+    assert states == [psycopg.pq.TransactionStatus.IDLE] * 4
+
+
+def test_a_quadratic_source_text_gates_in_bounded_time_outside_the_transaction(mem):
+    """A 20k-character source of the kind difflib's alignment is quadratic on (18 s here; 102 s in the issue's
+    case, inside the import transaction) gates at once."""
+    draw = random.Random(13)
+    body = "".join(draw.choice("ab") for _ in range(V.BODY_MAX_CHARS))
+    source = "".join(draw.choice("ab") for _ in range(20_000))
+    started = time.perf_counter()
+    result = mem.remember(project="acme", kind="recipe", type="procedural", title="Alternation", body=body,
+                          source_text=source)
+    assert time.perf_counter() - started < 5
+    assert result.reason == V.REASON_VERBATIM_FILE_TEXT

@@ -1,6 +1,6 @@
 """The request: query terms, validation and the context a request reads first."""
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -52,3 +52,40 @@ def test_ef_search_grows_with_the_project_between_its_bounds(mem, conn):
             context = request.request_context(conn, "acme", 10)
             assert (context.units, context.ef_search) == (units, expected)
             assert conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()[0] == str(expected)
+
+
+# --- Issue #13: nothing reaches SQL that the database would refuse ----------------------------------------------
+
+@pytest.mark.parametrize("overrides,field", [
+    ({"paths": ["src/\x00"]}, "paths[0]"), ({"paths": ["src/\x1b[31m"]}, "paths[0]"), ({"paths": [3]}, "paths[0]"),
+    ({"paths": ["p"] * 33}, "paths"), ({"query": "deploy \x00 window"}, "query"), ({"query": "bell \x07"}, "query"),
+    ({"k": True}, "k"), ({"kinds": 5}, "kinds"), ({"kinds": "gotcha"}, "kinds"), ({"types": [["semantic"]]}, "types"),
+    ({"legs": ["hybrid"]}, "legs"), ({"as_of": "2024-01-01"}, "as_of"),
+    ({"as_of": datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14)))}, "as_of"),
+    ({"as_of": datetime(9999, 12, 31, 23, 59, tzinfo=timezone(timedelta(hours=-14)))}, "as_of"),
+    ({"reader": "ana\x00"}, "persona"), ({"reader": "two words"}, "persona"),
+    ({"reader": "zero\u200bwidth"}, "persona"),
+])
+def test_a_hostile_request_names_its_field(overrides, field):
+    args = {"project": "acme", "query": "deploy window", "k": 8, "kinds": None, "types": None, "paths": None,
+            "as_of": None, "legs": "hybrid", **overrides}
+    with pytest.raises(ValidationError) as error:
+        request.validate_query(**args)
+    assert error.value.field == field
+
+
+def test_the_reader_is_validated_where_it_enters_the_request():
+    with pytest.raises(ValidationError, match="persona: must not contain NUL"):
+        request.request_params("acme", ["deploy"], 5, datetime(2024, 1, 1), False, reader="ana\x00")
+    assert request.request_params("acme", ["deploy"], 5, datetime(2024, 1, 1), False, reader="")["reader"] == ""
+
+
+def test_recall_refuses_nul_bytes_and_far_times_before_the_database(mem):
+    note(mem, "acme", "Deploy window", "Deploys happen on Tuesdays.")
+    for kwargs, field in (({"paths": ["src/\x00"]}, "paths[0]"),
+                          ({"actor": authz.Actor(name="ana\x00", read=("acme",))}, "persona"),
+                          ({"as_of": datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14)))}, "as_of")):
+        with pytest.raises(ValidationError) as error:
+            mem.recall("acme", "deploy window", **kwargs)
+        assert error.value.field == field
+    assert len(mem.recall("acme", "deploy window", as_of=datetime(8999, 1, 1, tzinfo=UTC))) == 1

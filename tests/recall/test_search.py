@@ -275,3 +275,22 @@ def test_another_personas_private_source_does_not_move_a_shared_unit(mem, conn, 
                           actor=authz.Actor(reader, read=("acme",)))
         components[reader] = next(h for h in hits if h.token == shared.token).components
     assert "persona" in components["ana"] and "persona" not in components["bo"], components
+
+
+def test_as_of_does_not_serve_an_episode_after_its_ttl_expiry(mem, conn, embedder):
+    from memory_assets import decay
+
+    lived = datetime.now(UTC) - timedelta(days=V.EPISODIC_TTL_DAYS + 30)
+    episode = mem.remember(project="acme", kind="note", type="episodic", title="Deploy incident", valid_from=lived,
+                           body="The Friday deploy failed because the cache volume filled up.")
+    conn.execute("UPDATE memory_units SET created_at = valid_from")
+    embed_all(conn, embedder)
+    day = datetime.now(UTC).date() - timedelta(days=10)
+    assert decay.score_day(conn, day)["expired"] == 1
+    expired_at = mem.unit("acme", episode.token)["expired_at"]
+    assert expired_at == datetime.combine(day + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
+    query = "deploy failed cache volume"
+    assert [h.token for h in mem.recall("acme", query, as_of=expired_at - timedelta(days=1))] == [episode.token]
+    assert mem.recall("acme", query, as_of=expired_at).hits == []  # expired at that instant
+    assert mem.recall("acme", query, as_of=expired_at + timedelta(days=2)).hits == []
+    assert mem.recall("acme", query).hits == []

@@ -20,10 +20,17 @@ def supersession_chains_sound(postgres: PostgresResource) -> dg.AssetCheckResult
 
 @dg.asset_check(asset=decay_scores, name="no_text_in_tombstones", blocking=True, partitions_def=daily)
 def no_text_in_tombstones(postgres: PostgresResource) -> dg.AssetCheckResult:
-    """A forgotten unit holds no text, in the ledger or in the inbox rows that captured it."""
+    """A forgotten unit's text is nowhere: not in the ledger, the inbox, a bundle, a vector, nor in a summary or a
+    merged near-duplicate derived from it."""
     with postgres.memory().connection() as conn:
-        ids = quality.tombstones_with_text(conn)
-    return dg.AssetCheckResult(passed=not ids, metadata={"units": len(ids), "unit_ids": ids[:50]})
+        leaks = quality.tombstone_leaks(conn)
+    places: dict[str, int] = {}
+    for found in leaks.values():
+        for place in found:
+            places[place] = places.get(place, 0) + 1
+    ids = sorted(leaks)
+    return dg.AssetCheckResult(passed=not ids, metadata={"units": len(ids), "unit_ids": ids[:50],
+                                                         "places": dict(sorted(places.items()))})
 
 
 @dg.asset_check(asset=decay_scores, name="decay_covers_live_units", partitions_def=daily)

@@ -1,4 +1,5 @@
--- Send a unit to review, naming the unit it may contradict.
+-- Send a unit to review, naming the unit it may contradict (unless it left the curatable statuses meanwhile:
+-- a unit forgotten since curation read it stays forgotten).
 UPDATE memory_units
 SET status = {status_review}, conflicts_with = %(conflicts_with)s::uuid, updated_by = 'curation'
-WHERE id = %(unit_id)s::uuid;
+WHERE id = %(unit_id)s::uuid AND status IN {curatable_statuses};

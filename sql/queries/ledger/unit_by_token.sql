@@ -1,7 +1,14 @@
--- One unit by (project, number), every column but the generated tsv.
-SELECT id, project, number, type, kind, title, body, paths, keywords, personas, status, confidence, importance,
-       trust, confirms, flags, revision, content_hash, valid_from, valid_until, supersedes_id, conflicts_with,
-       duplicate_of, created_by, created_at, updated_by, updated_at, last_confirmed_at, last_used_at,
-       last_injected_at, expired_at, consolidated_into, private_to
-FROM memory_units
-WHERE project = %(project)s AND number = %(number)s;
+-- One unit by (project, number), every column but the generated tsv; a link to another unit (supersedes,
+-- conflicts with, duplicate of, consolidated into) only where the reader may see that unit too (row-level security).
+SELECT u.id, u.project, u.number, u.type, u.kind, u.title, u.body, u.paths, u.keywords, u.personas, u.status,
+       u.confidence, u.importance, u.trust, u.confirms, u.flags, u.revision, u.content_hash, u.valid_from,
+       u.valid_until,
+       (SELECT l.id FROM memory_units l WHERE l.id = u.supersedes_id) AS supersedes_id,
+       (SELECT l.id FROM memory_units l WHERE l.id = u.conflicts_with) AS conflicts_with,
+       (SELECT l.id FROM memory_units l WHERE l.id = u.duplicate_of) AS duplicate_of,
+       u.created_by, u.created_at, u.updated_by, u.updated_at, u.last_confirmed_at, u.last_used_at,
+       u.last_injected_at, u.expired_at,
+       (SELECT l.id FROM memory_units l WHERE l.id = u.consolidated_into) AS consolidated_into,
+       u.private_to
+FROM memory_units u
+WHERE u.project = %(project)s AND u.number = %(number)s;

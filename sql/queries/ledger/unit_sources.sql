@@ -1,4 +1,5 @@
--- The sources (provenance) of one unit, oldest first.
+-- The sources (provenance) of one unit, oldest first: under authz.scoped only those its reader may see (a private
+-- source only for its persona: the read policy of sql/009_read_scopes.sql).
 SELECT {provenance_columns}, created_at
 FROM memory_sources
 WHERE unit_id = %(unit_id)s

@@ -1,5 +1,6 @@
 """The ledger asset, its checks and its sensor, run through Dagster on the real database."""
 
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -92,10 +93,13 @@ def test_inbox_sensor_requests_the_days_with_unfolded_rows(mem):
     assert [r.partition_key for r in requests] == [datetime.now(UTC).date().isoformat()]
 
 
-def test_definitions_validate():
+def test_definitions_validate(tmp_path):
+    # an instance of its own: without DAGSTER_HOME dagster reads a dagster.yaml in the working directory (the
+    # deployment's, which needs the deployment's environment)
     result = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate",
                              "-m", "memory_assets.definitions"],
-                            cwd=REPO, capture_output=True, text=True, timeout=300)
+                            cwd=REPO, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "DAGSTER_HOME": str(tmp_path)})
     assert result.returncode == 0, result.stdout + result.stderr
 
 
