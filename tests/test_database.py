@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import time
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -73,3 +78,65 @@ def test_migrations_are_recorded_once(clean):
     with psycopg.connect(clean) as conn:
         recorded = [row[0] for row in conn.execute("SELECT name FROM schema_migrations ORDER BY version")]
     assert recorded == [path.name for path in database.migration_files()]
+
+
+# --- Self-healing (issue #13) ----------------------------------------------------------------------------------
+
+def test_a_zombie_or_a_finished_process_counts_as_dead():
+    """A process killed but not yet reaped still answers signal 0: the holder list and the restart check must
+    treat it as dead, or a SIGKILLed holder (or postmaster) would count as running."""
+    child = subprocess.Popen(["sleep", "30"])
+    assert database.process_alive(child.pid) and database.process_alive(os.getpid())
+    child.kill()
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{child.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":  # killed, not reaped
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert not database.process_alive(child.pid)
+    child.wait()
+    assert not database.process_alive(child.pid) and not database.process_alive(0)
+
+
+def test_the_holder_list_drops_the_pids_of_dead_holders(tmp_path):
+    """pgserver stops the server when the list it reads holds only the exiting process: dead pids never count."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    path = tmp_path / ".handle_pids.json"
+    path.write_text(json.dumps([child.pid, os.getpid()]))
+    holders = database.LiveHolders(path)
+    assert holders.get_and_add(os.getpid()) == [os.getpid()]
+    assert json.loads(path.read_text()) == [os.getpid()]
+    assert holders.get_and_remove(os.getpid()) == [os.getpid()]  # the last living holder: pgserver stops it
+    assert json.loads(path.read_text()) == []
+    path.write_text('[12')  # a holder killed in the middle of a write
+    assert holders.get_and_add(os.getpid()) == [] and json.loads(path.read_text()) == [os.getpid()]
+
+
+def test_the_lock_files_of_a_crashed_postmaster_are_found(tmp_path):
+    """Both lock files name the dead postmaster's pid; a restart removes them or PostgreSQL refuses to start."""
+    (tmp_path / "postmaster.pid").write_text(f"4242\n{tmp_path}\n1700000000\n5432\n{tmp_path}\n\n  1 2\nready\n")
+    assert database.postmaster_pid(tmp_path) == 4242
+    assert database.lock_files(tmp_path) == [tmp_path / ".s.PGSQL.5432.lock", tmp_path / "postmaster.pid"]
+    assert database.lock_files(tmp_path / "missing") == [] and database.postmaster_pid(tmp_path / "x") is None
+
+
+def test_the_pool_replaces_connections_the_server_dropped(clean):
+    """A connection the server terminated (a restart, an idle timeout, a failover) is never handed out: the pool
+    checks each one, drops every idle one once it finds a broken one, and reconnects on the same request."""
+    pool = database.open_pool(clean, max_size=4)
+    try:
+        assert pool.timeout == V.POOL_TIMEOUT_SECONDS and pool.reconnect_timeout == V.POOL_RECONNECT_TIMEOUT_SECONDS
+        with pool.connection() as a, pool.connection() as b, pool.connection() as c:
+            backends = [conn.execute("SELECT pg_backend_pid()").fetchone()[0] for conn in (a, b, c)]
+        with psycopg.connect(clean, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (backends,))
+            deadline = time.monotonic() + 5
+            while admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (backends,)).fetchone()[0]:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        with pool.connection() as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+            assert conn.execute("SELECT pg_backend_pid()").fetchone()[0] not in backends
+        assert pool.get_stats().get("connections_lost", 0) >= 2  # the other idle ones went in the same sweep
+    finally:
+        pool.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -12,12 +13,15 @@ from typing import Any
 import click
 from tqdm import tqdm
 
+from memory_assets import database
 from memory_assets import vocabulary as V
 from memory_assets.cli.common import emit, json_option, memory, summary_text
 from memory_assets.cli.read import recall_
 from memory_assets.cli.write import import_
 from memory_assets.defs import runner
 from memory_assets.errors import ValidationError
+
+log = logging.getLogger(__name__)
 
 DEMO_FILE = Path(__file__).parent.parent / "demo" / "demo_units.jsonl"
 DEMO_QUERY = "how do I connect to the staging database?"
@@ -95,4 +99,20 @@ def dev(ctx: click.Context, port: int) -> None:
         if not os.environ.get(V.DATABASE_URL_ENV):
             env[V.DATABASE_URL_ENV] = mem.url  # code servers attach to the server this process holds
         command = [sys.executable, "-m", "dagster", "dev", "-m", "memory_assets.definitions", "-p", str(port)]
-        ctx.exit(subprocess.call(command, env=env))
+        ctx.exit(watch(subprocess.Popen(command, env=env), mem.url))
+
+
+def watch(process: subprocess.Popen[bytes], url: str) -> int:
+    """Wait for `process` while restarting the embedded server this process holds whenever it crashes, so the UI,
+    the daemon and the code servers (which only attach to it) reconnect instead of failing until a restart."""
+    try:
+        while True:
+            try:
+                return process.wait(timeout=V.SERVER_WATCH_INTERVAL_SECONDS)
+            except subprocess.TimeoutExpired:
+                try:
+                    database.live_url(url)
+                except Exception as error:  # keep watching: the next tick tries again
+                    log.warning("the embedded server did not restart: %s", type(error).__name__)
+    except KeyboardInterrupt:  # Ctrl-C reached `dagster dev` too: let it shut its processes down
+        return process.wait()

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+from dagster._core.events import EngineEventData
+from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
 
 from memory_assets import database, definitions, embeddings
 from memory_assets import vocabulary as V
@@ -30,7 +32,53 @@ telemetry:
 run_coordinator:
   module: dagster.core.run_coordinator
   class: QueuedRunCoordinator
+# The default launcher plus a worker health check: a run whose process died is marked failed, then retried.
+run_launcher:
+  module: memory_assets.defs.runner
+  class: LocalRunLauncher
+run_monitoring:
+  enabled: true
+  poll_interval_seconds: {poll}
+  start_timeout_seconds: {start_timeout}
+  cancel_timeout_seconds: {cancel_timeout}
+  max_resume_run_attempts: 0
+# Crashes are retried (a killed worker, `make dev` shut down mid-run); a failing asset or check is not: it would
+# fail the same way again.
+run_retries:
+  enabled: true
+  max_retries: {retries}
+  retry_on_asset_or_op_failure: false
 """
+
+
+class LocalRunLauncher(dg.DefaultRunLauncher):
+    """Dagster's default launcher (runs in the code server's processes) that run monitoring can ask about a run's
+    worker: a STARTED run whose process on this machine is gone is marked failed instead of staying STARTED."""
+
+    @property
+    def supports_check_run_worker_health(self) -> bool:
+        """The monitoring daemon calls check_run_worker_health only when this is true."""
+        return True
+
+    def check_run_worker_health(self, run: dg.DagsterRun) -> CheckRunHealthResult:
+        """FAILED when the process that runs `run` (the first pid the run recorded) has exited, else RUNNING."""
+        pid = run_worker_pid(self._instance, run.run_id)
+        if pid is None:  # not recorded yet: never fail a run on missing evidence
+            return CheckRunHealthResult(WorkerStatus.RUNNING, "no worker pid recorded yet")
+        if database.process_alive(pid):
+            return CheckRunHealthResult(WorkerStatus.RUNNING)
+        return CheckRunHealthResult(WorkerStatus.FAILED, f"the run's worker process {pid} is gone")
+
+
+def run_worker_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
+    """The pid of the process that runs `run_id`: a launched run's worker records it first ("Started process for
+    run"), an in-process run (CLI `materialize`) its executor ("Executing steps in process")."""
+    for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
+        data = entry.dagster_event.event_specific_data if entry.dagster_event else None
+        pid = data.metadata.get("pid") if isinstance(data, EngineEventData) else None
+        if isinstance(pid, dg.TextMetadataValue) and pid.value.isdigit():
+            return int(pid.value)
+    return None
 
 
 def dagster_home(url: str, home: str | None = None) -> Path:
@@ -38,7 +86,9 @@ def dagster_home(url: str, home: str | None = None) -> Path:
     database.ensure_database(url, V.DAGSTER_DATABASE)
     path = database.memory_home(home) / "dagster"
     path.mkdir(exist_ok=True)
-    config = DAGSTER_YAML.format(database=V.DAGSTER_DATABASE, url=database.sqlalchemy_url(url, V.DAGSTER_DATABASE))
+    config = DAGSTER_YAML.format(database=V.DAGSTER_DATABASE, url=database.sqlalchemy_url(url, V.DAGSTER_DATABASE),
+                                 poll=V.RUN_MONITORING_POLL_SECONDS, start_timeout=V.RUN_START_TIMEOUT_SECONDS,
+                                 cancel_timeout=V.RUN_CANCEL_TIMEOUT_SECONDS, retries=V.RUN_MAX_RETRIES)
     target = path / "dagster.yaml"
     if not target.exists() or target.read_text() != config:
         target.write_text(config)
