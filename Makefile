@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install lint run test soak dev bench wheel clean
+.PHONY: install lint run test soak dev lab bench wheel clean
 
 install: $(STAMP)
 
@@ -32,8 +32,10 @@ lint: install
 test: lint
 	$(PY) -m pytest
 
-# make soak: the long reliability runs (pytest marker `soak`); figures in bench/results/reliability_faults.json
+# make soak: the long reliability runs (pytest marker `soak`: faults, load, properties, the secret corpus); one run
+# writes its figures, section by section, to bench/results/reliability.json (started afresh, so it is that run's)
 soak: install
+	rm -f bench/results/reliability.json
 	$(PY) -m pytest -m soak tests/reliability
 
 # A wheel that installs anywhere: migrations, named queries, resources and the demo data ship inside the package.
@@ -44,10 +46,16 @@ wheel: install
 dev: install
 	$(VENV)/bin/memory-assets dev
 
+# make lab: JupyterLab over notebooks/ on the project's kernel (.venv), the notebooks reading as memory_reader;
+# LAB_ARGS go to `jupyter lab`, e.g. make lab LAB_ARGS="--no-browser --port 8890"
+lab: install
+	$(VENV)/bin/memory-assets lab $(LAB_ARGS)
+
+# make bench: every part (ingest, embedding, recall, freshness, load, the daily graph, the mem0 peer when the `peer`
+# extra is installed) through bench/harness.py; JSON per part and bench/results/summary.md. SIZE=smoke|default|full
+SIZE ?= default
 bench: install
-	$(PY) bench/ingest.py
-	$(PY) bench/embed.py
-	$(PY) bench/recall.py
+	$(PY) bench/harness.py --size $(SIZE)
 
 clean:
 	rm -rf .memory_assets .pytest_cache .mypy_cache .ruff_cache build dist bench/results/*.tmp

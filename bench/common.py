@@ -16,12 +16,15 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 @contextmanager
-def scratch_memory(pool_size: int = 20):
-    """A Memory on a throwaway embedded server (or DATABASE_URL), stopped afterwards."""
+def scratch_memory(pool_size: int = 20, graph: bool = False):
+    """A Memory on a throwaway embedded server (or DATABASE_URL), stopped afterwards; with graph=True the process's
+    MEMORY_ASSETS_HOME points at it too, so the asset graph run in-process (defs.runner) writes to the same store."""
     import memory_assets
     from memory_assets import database
 
     home = tempfile.mkdtemp(prefix="memory_assets_bench_")
+    if graph:
+        os.environ["MEMORY_ASSETS_HOME"] = home
     server = None if os.environ.get("DATABASE_URL") else database.embedded_server(home)
     mem = memory_assets.connect(home=home, pool_size=pool_size)
     try:

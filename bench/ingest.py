@@ -1,49 +1,72 @@
-"""Ingest throughput: remember() with 1 and 8 writers, bulk import of 10k candidates, and raw COPY of the same rows."""
+"""Ingest throughput: remember() with 1 and 8 writers, remember_many() (gates in this process, then in one process
+per core), the CLI import of a JSON-lines file (lines/s in the command), and raw COPY of the same rows (the floor).
+Also the gates alone per candidate (CPU time), so a slow run can be told apart from a busy machine."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from click.testing import CliRunner
+
 from bench.common import median, scratch_memory, timed, write_result
 from memory_assets import gates
 from memory_assets import vocabulary as V
+from memory_assets.cli import main as cli
 from memory_assets.ledger import capture
 
 TOPICS = ["staging", "build", "deploy", "cache", "queue", "index", "proxy", "backup", "vpn", "linker"]
 
 
+def fields(i: int, project: str) -> dict:
+    topic = TOPICS[i % len(TOPICS)]
+    return dict(project=project, kind="env", type="semantic", title=f"{topic} fact {i}",
+                body=f"The {topic} service {i} needs {i % 7 + 1} GiB because its working set grows with batch {i}.",
+                keywords=[topic], task_id=f"T-{i}", feed="bench")
+
+
 def candidates(n: int, project: str, offset: int = 0) -> list[gates.Candidate]:
-    rows = []
-    for i in range(offset, offset + n):
-        topic = TOPICS[i % len(TOPICS)]
-        rows.append(gates.validate(
-            project=project, kind="env", type="semantic", title=f"{topic} fact {i}",
-            body=f"The {topic} service {i} needs {i % 7 + 1} GiB because its working set grows with batch {i}.",
-            keywords=[topic], task_id=f"T-{i}", feed="bench"))
-    return rows
+    return [gates.validate(**fields(i, project)) for i in range(offset, offset + n)]
 
 
 def remember_rate(mem, project: str, n: int, writers: int) -> float:
+    """remember() through the public API (validation, kill switch, gates, one pipelined transaction) per unit."""
+    rows = [fields(i, project) for i in range(n)]
+    seconds, results = timed(lambda: list(ThreadPoolExecutor(writers).map(lambda f: mem.remember(**f), rows)))
+    assert all(r.token for r in results), results[:3]
+    return n / seconds
+
+
+def remember_many_rate(mem, project: str, n: int, gate_workers: int) -> float:
     rows = candidates(n, project)
-
-    def write(candidate):
-        with mem.connection() as conn:
-            return capture.remember(conn, candidate)
-
-    seconds, _ = timed(lambda: list(ThreadPoolExecutor(writers).map(write, rows)))
+    seconds = 0.0
+    for start in range(0, n, V.IMPORT_BATCH):
+        batch_seconds, counts = timed(mem.remember_many, rows[start:start + V.IMPORT_BATCH], gate_workers=gate_workers)
+        assert counts["inserted"] == len(rows[start:start + V.IMPORT_BATCH]), counts
+        seconds += batch_seconds
     return n / seconds
 
 
 def import_rate(mem, project: str, n: int) -> float:
-    rows = candidates(n, project)
-    with mem.connection() as conn:
-        seconds, counts = timed(capture.remember_many, conn, rows)
-    assert counts["inserted"] == n, counts
+    """The CLI import command in this process (connect, read, validate, gate in parallel, write), lines/s."""
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as handle:
+        for i in range(n):
+            handle.write(json.dumps(fields(i, project)) + "\n")
+    os.environ["DATABASE_URL"] = mem.url
+    try:
+        seconds, result = timed(CliRunner().invoke, cli, ["import", handle.name, "--json"], catch_exceptions=False)
+    finally:
+        del os.environ["DATABASE_URL"]
+        os.unlink(handle.name)
+    assert result.exit_code == 0 and json.loads(result.stdout)["inserted"] == n, result.output[-500:]
     return n / seconds
 
 
@@ -65,29 +88,59 @@ def copy_rate(mem, project: str, n: int) -> float:
     return n / seconds
 
 
-def main() -> None:
+def gate_cpu_us(n: int) -> dict[str, float]:
+    """CPU microseconds per candidate of the gates, of has_secret and of naming every detector (secret_kinds, what
+    has_secret did before its screens): a busy machine stretches wall time, not these."""
+    rows = candidates(n, "gates")
+    texts = [gates.candidate_text(c) for c in rows]
+    gates.gate(rows[0])
+
+    def cpu(fn, items) -> float:
+        start = time.thread_time()
+        for item in items:
+            fn(item)
+        return round((time.thread_time() - start) / len(items) * 1e6, 1)
+
+    return {"gate": cpu(gates.gate, rows), "has_secret": cpu(gates.has_secret, texts),
+            "secret_kinds": cpu(gates.secret_kinds, texts)}
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--remember", type=int, default=500, help="units per remember() run")
-    parser.add_argument("--import-size", type=int, default=10_000)
+    parser.add_argument("--remember", type=int, default=1000, help="units per remember() run")
+    parser.add_argument("--import-size", type=int, default=10_000, help="units per remember_many and import run")
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    results = {"remember_1": [], "remember_8": [], "import": [], "copy": []}
+    args = parser.parse_args(argv)
+    cores = os.cpu_count() or 1
+    runs: dict[str, list[float]] = {"remember_1": [], "remember_8": [], "remember_many": [],
+                                    "remember_many_parallel": [], "import": [], "copy": []}
+    load = {"before": [round(x, 2) for x in os.getloadavg()]}
     with scratch_memory() as mem:
         for r in range(args.repeats):
-            results["remember_1"].append(remember_rate(mem, f"r1-{r}", args.remember, 1))
-            results["remember_8"].append(remember_rate(mem, f"r8-{r}", args.remember, 8))
-            results["import"].append(import_rate(mem, f"imp-{r}", args.import_size))
-            results["copy"].append(copy_rate(mem, f"cp-{r}", args.import_size))
-    medians = {k: round(median(v), 1) for k, v in results.items()}
+            runs["remember_1"].append(remember_rate(mem, f"r1-{r}", args.remember, 1))
+            runs["remember_8"].append(remember_rate(mem, f"r8-{r}", args.remember, 8))
+            runs["remember_many"].append(remember_many_rate(mem, f"rm-{r}", args.import_size, 1))
+            runs["remember_many_parallel"].append(remember_many_rate(mem, f"rp-{r}", args.import_size, cores))
+            runs["import"].append(import_rate(mem, f"imp-{r}", args.import_size))
+            runs["copy"].append(copy_rate(mem, f"cp-{r}", args.import_size))
+    load["after"] = [round(x, 2) for x in os.getloadavg()]
+    medians = {k: round(median(v), 1) for k, v in runs.items()}
     write_result("ingest", {
         "units_per_second_median": medians,
-        "runs": {k: [round(x, 1) for x in v] for k, v in results.items()},
+        "runs": {k: [round(x, 1) for x in v] for k, v in runs.items()},
         "ratios": {
             "import_vs_raw_copy": round(medians["import"] / medians["copy"], 3),
             "remember_8_vs_1_writers": round(medians["remember_8"] / medians["remember_1"], 3),
+            "remember_many_parallel_vs_one_process": round(medians["remember_many_parallel"]
+                                                           / medians["remember_many"], 3),
         },
-        "sizes": {"remember": args.remember, "import": args.import_size, "repeats": args.repeats},
-        "note": "import includes validation, the exclusion and secret gates, inbox capture and the set-based fold",
+        "gate_cpu_us_per_candidate": gate_cpu_us(min(500, args.import_size)),
+        "load_average": load,
+        "sizes": {"remember": args.remember, "import": args.import_size, "repeats": args.repeats,
+                  "batch": V.IMPORT_BATCH, "gate_workers": cores},
+        "note": "remember: the public API, one writer or 8 threads; remember_many: batches of IMPORT_BATCH, gates in "
+                "this process or in one process per core; import: the CLI command in this process, lines/s "
+                "(connect, read, validate, parallel gates, COPY, fold); copy: raw COPY of the same rows",
     })
 
 

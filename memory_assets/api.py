@@ -13,7 +13,7 @@ import numpy as np
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from memory_assets import authz, bundle, curation, database, embeddings, events, gates, lifecycle, recall
+from memory_assets import authz, bundle, curation, database, embeddings, events, gates, lifecycle, recall, tracing
 from memory_assets import vocabulary as V
 from memory_assets.ledger import canon, capture, units
 from memory_assets.ledger.capture import RememberResult
@@ -26,9 +26,7 @@ log = logging.getLogger(__name__)
 @functools.lru_cache(maxsize=V.QUERY_VECTOR_CACHE_SIZE)
 def _query_vector(model_key: str, normalised_query: str) -> np.ndarray[Any, Any]:
     """The read-only vector of an already normalised query, cached so a repeated question skips the model."""
-    vector: np.ndarray[Any, Any] = embeddings.embedder_for(model_key).encode([normalised_query])[0]
-    vector.setflags(write=False)
-    return vector
+    return embeddings.encode_query(model_key, normalised_query)
 
 
 def encode_query(model_key: str, query: str) -> np.ndarray[Any, Any] | None:
@@ -68,6 +66,7 @@ class Memory:
         """Close the pool when the with block ends, error or not."""
         self.close()
 
+    @tracing.traced("memory.remember", tracing.fields("status", "reason", "token", "unit_id"))
     def remember(
         self,
         project: str,
@@ -93,24 +92,30 @@ class Memory:
     ) -> RememberResult:
         """Validate, gate, dedupe and store one unit; a ValidationError names the field and its limit. With the kill
         switch on nothing is gated or stored: the status is "off" (no token, reason "killed")."""
-        candidate = gates.validate(
-            project=project, kind=kind, type=type, title=title, body=body, paths=paths, keywords=keywords,
-            confidence=confidence, importance=importance, feed=feed, task_id=task_id, session_id=session_id,
-            persona=persona, model=model, observed_sha=observed_sha, source_ref=source_ref, valid_from=valid_from,
-            visibility=visibility, source_text=source_text,
-        )
+        with tracing.span("memory.remember.validate"):
+            candidate = gates.validate(
+                project=project, kind=kind, type=type, title=title, body=body, paths=paths, keywords=keywords,
+                confidence=confidence, importance=importance, feed=feed, task_id=task_id, session_id=session_id,
+                persona=persona, model=model, observed_sha=observed_sha, source_ref=source_ref,
+                valid_from=valid_from, visibility=visibility, source_text=source_text,
+            )
+        tracing.annotate(project=candidate.project, feed=candidate.feed, kind=candidate.kind, type=candidate.type)
         with self.connection() as conn:
             if events.killed(conn):
                 return RememberResult(status=V.MEMORY_OFF, reason=V.SWITCH_KILLED)
             return capture.remember(conn, candidate, supersedes=supersedes)
 
-    def remember_many(self, candidates: list[gates.Candidate], *, fold_now: bool = True) -> dict[str, Any]:
-        """Bulk write path (imports, evaluations): every candidate gated, the rest captured and (by default) folded;
-        with the kill switch on nothing is (all counts 0, "off": True)."""
+    @tracing.traced("memory.remember_many", tracing.fields("captured", "inserted", "rejected", V.MEMORY_OFF))
+    def remember_many(self, candidates: list[gates.Candidate], *, fold_now: bool = True,
+                      gate_workers: int = 1) -> dict[str, Any]:
+        """Bulk write path (imports, evaluations): every candidate gated (in `gate_workers` processes for a large
+        batch), the rest captured and (by default) folded in one transaction; with the kill switch on nothing is
+        (all counts 0, "off": True)."""
+        tracing.annotate(candidates=len(candidates))
         with self.connection() as conn:
             if events.killed(conn):
                 return {"captured": 0, "inserted": 0, "rejected": {}, V.MEMORY_OFF: True}
-            return capture.remember_many(conn, candidates, fold_now=fold_now)
+            return capture.remember_many(conn, candidates, fold_now=fold_now, gate_workers=gate_workers)
 
     def recall(self, project: str, query: str, k: int = V.RECALL_DEFAULT_K, as_of: datetime | None = None,
                kinds: list[str] | None = None, types: list[str] | None = None, paths: list[str] | None = None,
@@ -125,8 +130,9 @@ class Memory:
                                  actor=actor, encoder=self.encoder, legs=legs)
 
     def forget(self, project: str, token: str, actor: authz.Actor, reason: str | None = None) -> str:
-        """Tombstone a unit everywhere for good (needs the forget scope: the CLI and the MCP server grant it only to
-        the deployment's operators, `authz.Actor.operator`); returns its id."""
+        """Tombstone a unit everywhere for good; returns its id. Like the CLI and the MCP server, only an operator
+        the deployment lists in MEMORY_ASSETS_OPERATORS may (ScopeError otherwise), with the forget scope."""
+        authz.require_operator(actor.name)
         with self.connection() as conn:
             return lifecycle.forget(conn, project, token, actor, reason)
 
@@ -151,7 +157,11 @@ class Memory:
         """A <memories> block of ≤ 8 units (recalled for the query, else the bundle's best) that `actor` may see,
         marked as untrusted data; rendering records `injected` events. Empty, and nothing recorded, when memory is
         off for the task or the kill switch is on."""
+        project = gates.project_name(project)  # every argument is checked before the task's arm or an event
+        if query:
+            validate_query(project, query, V.PROMPT_MAX_UNITS, None, None, None)
         actor = actor or authz.Actor.reader(project)
+        authz.check_actor(actor)
         with self.connection() as conn:
             if events.killed(conn):
                 return ""
@@ -300,6 +310,7 @@ class Memory:
 
 def connect(database_url: str | None = None, home: str | None = None, pool_size: int = V.POOL_MAX_SIZE) -> Memory:
     """Open memory on DATABASE_URL (or the argument), else on the embedded server under MEMORY_ASSETS_HOME."""
+    tracing.configure("api")  # OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set; once per process
     url = database.database_url(database_url, home)
     database.migrate(url)
     return Memory(database.open_pool(url, max_size=pool_size), url)

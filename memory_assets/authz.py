@@ -4,6 +4,7 @@ transaction."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 import psycopg
 
 from memory_assets import vocabulary as V
-from memory_assets.errors import ScopeError
+from memory_assets.errors import ScopeError, ValidationError
 
 
 @dataclass(frozen=True)
@@ -72,10 +73,28 @@ SET_SCOPES = ("SELECT set_config('role', %s, true), "
               + ", set_config('memory.persona', %s, true)")
 
 
+_PROJECT = re.compile(V.PROJECT_PATTERN)
+_ID = re.compile(V.ID_PATTERN)
+
+
+def check_actor(actor: Actor) -> None:
+    """ValidationError naming `persona` or `project` when an actor's name or projects break their grammar, so no
+    read path sends a NUL byte, a control character or an overlong name to the database."""
+    if actor.name and not (isinstance(actor.name, str) and len(actor.name) <= V.ID_MAX_CHARS
+                           and _ID.fullmatch(actor.name)):
+        raise ValidationError("persona", V.ID_RULE)
+    for scope in SCOPES:
+        for project in getattr(actor, scope):
+            if not (isinstance(project, str) and len(project) <= V.PROJECT_MAX_CHARS and _PROJECT.fullmatch(project)):
+                raise ValidationError("project", "letters, digits, '.', '_' and '-' only, starting with a letter or "
+                                                 f"digit, at most {V.PROJECT_MAX_CHARS} characters")
+
+
 @contextmanager
 def scoped(conn: psycopg.Connection, actor: Actor) -> Iterator[psycopg.Connection]:
     """A transaction run as the non-owner role with the actor's scopes and persona set locally: the database
     filters the rows (other projects, other personas' private units and sources)."""
+    check_actor(actor)
     outermost = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     with conn.transaction():
         conn.execute(SET_SCOPES, [V.APP_ROLE, *(",".join(getattr(actor, scope)) for scope in SCOPES), actor.name])

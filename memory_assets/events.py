@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from typing import Any
@@ -15,17 +16,42 @@ from memory_assets.database import query
 from memory_assets.errors import ValidationError
 
 
+@functools.lru_cache(maxsize=4096)
+def _credential(text: str) -> bool:
+    """Whether an id looks like a credential (cached: a task's id is checked at every event and prompt)."""
+    return gates.has_secret(text)
+
+
+def event_id(field_name: str, value: object) -> str | None:
+    """An optional epic, session or channel id in the identifier grammar and no credential: it is stored with the
+    event or the task's arm, so it gets the same check as a unit's provenance."""
+    text = gates.identifier(field_name, value)
+    if text is not None and _credential(text):
+        raise ValidationError(field_name, "looks like a credential and is never stored")
+    return text
+
+
+def task_key(value: object) -> str:
+    """A task id, required, checked as `event_id` checks the optional ones."""
+    text = gates.identifier("task_id", value, required=True)
+    if _credential(text):
+        raise ValidationError("task_id", "looks like a credential and is never stored")
+    return text
+
+
 def record_events(conn: psycopg.Connection[Any], project: str, task_id: str, events: list[dict[str, Any]]) -> int:
     """Record events [{token, kind, channel?, provisional?, session_id?}]: one row per (task, unit, kind)."""
-    task_id = gates.text_field("task_id", task_id, V.ID_MAX_CHARS)
+    project = gates.project_name(project)
+    task_id = task_key(task_id)
     recorded = 0
     with conn.transaction():
         for event in events:
             if event.get("kind") not in V.EVENT_KINDS:
                 raise ValidationError("kind", f"must be one of {', '.join(V.EVENT_KINDS)} (got {event.get('kind')!r})")
             recorded += conn.execute(query("events/record_event"), {
-                "task_id": task_id, "kind": event["kind"], "channel": event.get("channel"),
-                "session_id": event.get("session_id"), "provisional": bool(event.get("provisional", False)),
+                "task_id": task_id, "kind": event["kind"], "channel": event_id("channel", event.get("channel")),
+                "session_id": event_id("session_id", event.get("session_id")),
+                "provisional": bool(event.get("provisional", False)),
                 "project": project, "number": tokens.number_of(event.get("token", "")),
             }).rowcount
     return recorded
@@ -33,6 +59,10 @@ def record_events(conn: psycopg.Connection[Any], project: str, task_id: str, eve
 
 def cite_from_text(conn: psycopg.Connection[Any], project: str, task_id: str, text: str) -> list[str]:
     """Find mem-<n> tokens in an agent's output and record `cited` events for units of this project only."""
+    project = gates.project_name(project)
+    task_key(task_id)  # checked before the lookup, so a bad id is refused even when nothing is cited
+    if text is not None and not isinstance(text, str):
+        raise ValidationError("text", f"must be a string, got {type(text).__name__}")
     numbers = list(dict.fromkeys(int(n) for n in re.findall(V.CITATION_PATTERN, text or "")))
     existing = {r[0] for r in conn.execute(
         "SELECT number FROM memory_units WHERE project = %s AND number = ANY (%s) AND status <> %s",
@@ -97,6 +127,8 @@ def resolve(settings: dict[tuple[str, str], str], task_id: str, epic_id: str | N
 
 def effective_memory(conn: psycopg.Connection[Any], task_id: str, epic_id: str | None = None) -> dict[str, Any]:
     """Whether memory is on for a task and why; the decision is recorded per task (its A/B arm)."""
+    task_id = task_key(task_id)
+    epic_id = event_id("epic_id", epic_id)
     settings = {(s, k): v for s, k, v in conn.execute("SELECT scope, key, value FROM memory_switch").fetchall()}
     value, source = resolve(settings, task_id, epic_id)
     conn.execute(query("events/record_arm"), {"task_id": task_id, "epic_id": epic_id, "value": value,

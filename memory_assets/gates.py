@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import math
 import re
 import struct
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal, overload
@@ -497,9 +499,78 @@ EXTRA_SECRET_PATTERNS = {
     "credential_url": r"\b[a-z][a-z0-9+.-]*://[^\s:/@]+:[^\s/@]+@[^\s]+",
     "connection_string_password": r"(?i)\b(?:password|pwd)\s*=\s*[^;\s]{3,}\s*;",
 }
+Screen = Callable[[str], object]
 _EXTRA = {name: re.compile(pattern) for name, pattern in EXTRA_SECRET_PATTERNS.items()}
 _PREFIXED = {name: _EXTRA[name] for name in PREFIXED_SECRET_PATTERNS}
+# The regex parser of this Python (private: where it differs, _screen gives no screen and every pattern runs).
+_sre: Any = importlib.import_module("re._constants")
+_sre_parse: Any = importlib.import_module("re._parser")
+
+
+def _required_literals(items: Any) -> list[tuple[str, ...]]:
+    """Groups of literals read off a parsed pattern, such that every match contains one literal of each group:
+    runs of literal characters, inside groups and repeats taken at least once, and one literal per alternative of
+    a branch whose every alternative requires one."""
+    groups: list[tuple[str, ...]] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        if run:
+            groups.append(("".join(run),))
+            run.clear()
+
+    for op, av in items:
+        if op is _sre.LITERAL:
+            run.append(chr(av))
+            continue
+        flush()
+        if op is _sre.SUBPATTERN:
+            groups += _required_literals(av[3])
+        elif op is _sre.ATOMIC_GROUP:
+            groups += _required_literals(av)
+        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, _sre.POSSESSIVE_REPEAT) and av[0] >= 1:
+            groups += _required_literals(av[2])
+        elif op is _sre.BRANCH:
+            choices: list[str] = []
+            for alternative in av[1]:
+                required = _required_literals(alternative)
+                if not required:
+                    break
+                choices += max(required, key=lambda group: min(map(len, group)))
+            else:
+                groups.append(tuple(dict.fromkeys(choices)))
+    flush()
+    return groups
+
+
+def _screen(pattern: re.Pattern[str]) -> Callable[[str], object] | None:
+    """A substring test for the pattern's most telling required literal, false only where the pattern cannot
+    match; None (the pattern always runs) where it starts with a literal (the regex engine skips ahead by itself),
+    ignores case (a case-insensitive search costs what the pattern does) or requires no literal."""
+    try:
+        parsed = _sre_parse.parse(pattern.pattern, pattern.flags)
+        ignores_case = bool(parsed.state.flags & re.IGNORECASE) or "(?i" in pattern.pattern
+        items = list(parsed)
+    except (AttributeError, TypeError, ValueError, re.error):  # another parser: no screen, the pattern always runs
+        return None
+    if ignores_case or not items or items[0][0] is _sre.LITERAL:
+        return None
+    groups = _required_literals(items)
+    if not groups:
+        return None
+    best = max(groups, key=lambda group: min(map(len, group)))
+    if len(best) == 1:
+        needle = best[0]
+        return lambda text: needle in text
+    return lambda text: any(needle in text for needle in best)
+
+
+# Every pattern with the screen that lets has_secret skip it on a text it cannot match
+# (test_has_secret_agrees_with_every_detector holds has_secret to secret_kinds on hostile and random text).
+_SCREENED: list[tuple[Screen, Screen | None]] = [(pattern.search, _screen(pattern)) for pattern in _EXTRA.values()]
 _BLOB = re.compile(rf"[A-Za-z0-9+/_-]{{{V.SECRET_BLOB_MIN_CHARS},}}")  # "=" only pads: never inside
+_WHITESPACE = re.compile(r"\s+")
+_SCAN_FILENAME = "memory-unit"  # the file name detect-secrets' plugins are told (no extension: no file type)
 
 
 def _detect_secrets_plugins() -> list[Any]:
@@ -512,6 +583,49 @@ def _detect_secrets_plugins() -> list[Any]:
 @functools.cache
 def _plugins() -> list[Any]:
     return _detect_secrets_plugins()
+
+
+
+
+def _plugin_screen(plugin: Any) -> Screen | None:
+    """A cheap test that is false only when a plugin that is no plain regex plugin cannot fire on a line (None:
+    always run it), built from the plugin's own patterns: the keyword plugin (on our file name: the quotes-required
+    patterns, each containing detect-secrets' keyword list) needs a keyword and a quote; the entropy plugins (quoted
+    strings only, no eager search) need a quote."""
+    from detect_secrets.plugins import keyword
+    from detect_secrets.plugins.high_entropy_strings import HighEntropyStringsPlugin
+    from detect_secrets.util.filetype import determine_file_type
+
+    if isinstance(plugin, keyword.KeywordDetector):
+        patterns = keyword.REGEX_BY_FILETYPE.get(determine_file_type(_SCAN_FILENAME),
+                                                 keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP)
+        if patterns is not keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP or not all(
+                keyword.DENYLIST_REGEX in p.pattern and keyword.QUOTE in p.pattern for p in patterns):
+            return None
+        stems = re.compile("|".join(keyword.DENYLIST), re.IGNORECASE).search
+        quote = re.compile(keyword.QUOTE).search
+        return lambda line: quote(line) and stems(line)
+    if isinstance(plugin, HighEntropyStringsPlugin) and plugin.regex.pattern.startswith("([\\'\"])"):
+        return lambda line: "'" in line or '"' in line
+    return None
+
+
+@functools.cache
+def _screened_plugins() -> tuple[tuple[tuple[Any, Screen, Screen | None], ...], tuple[tuple[Any, Screen | None], ...]]:
+    """The plugins in two flat lists: regex plugins as (plugin, denylist search) pairs, one per pattern, so a clean
+    line costs one C call per pattern; the others with their screens."""
+    from detect_secrets.plugins.base import BasePlugin, RegexBasedDetector
+
+    searches: list[tuple[Any, Screen, Screen | None]] = []
+    others: list[tuple[Any, Screen | None]] = []
+    for plugin in _plugins():
+        cls = type(plugin)
+        if (isinstance(plugin, RegexBasedDetector) and cls.analyze_string is RegexBasedDetector.analyze_string
+                and cls.analyze_line is BasePlugin.analyze_line):
+            searches += [(plugin, regex.search, _screen(regex)) for regex in plugin.denylist]
+        else:
+            others.append((plugin, _plugin_screen(plugin)))
+    return tuple(searches), tuple(others)
 
 
 @functools.cache
@@ -567,15 +681,41 @@ def secret_kinds(text: str) -> list[str]:
     joined = lines.replace("\n", "")
     forms = [lines] if joined == lines else [lines, joined]
     found = [name for name, pattern in _EXTRA.items() if any(pattern.search(form) for form in forms)]
-    stripped = re.sub(r"\s+", "", lines)
+    stripped = _WHITESPACE.sub("", lines)
     found += [name for name, pattern in _PREFIXED.items() if name not in found and pattern.search(stripped)]
     if any(_blobs(form) for form in forms):
         found.append("high_entropy_blob")
     for line in {*_chunks(lines), joined}:
         for plugin in _plugins():
-            if any(True for _ in plugin.analyze_line(filename="memory-unit", line=line, line_number=0)):
+            if any(True for _ in plugin.analyze_line(filename=_SCAN_FILENAME, line=line, line_number=0)):
                 found.append(plugin.secret_type)
     return list(dict.fromkeys(found))
+
+
+def _fires(text: str) -> bool:
+    """Whether any detector of secret_kinds fires, stopping at the first: every cheap check before the plugins,
+    each pattern and plugin skipped where its screen proves it cannot match."""
+    lines = scan_form(text)
+    joined = lines.replace("\n", "")
+    forms = [lines] if joined == lines else [lines, joined]
+    for form in forms:
+        for search, screen in _SCREENED:
+            if (screen is None or screen(form)) and search(form):
+                return True
+    stripped = _WHITESPACE.sub("", lines)
+    if any(pattern.search(stripped) for pattern in _PREFIXED.values()) or any(_blobs(form) for form in forms):
+        return True
+    searches, others = _screened_plugins()
+    for line in {*_chunks(lines), joined}:
+        for plugin, search, screen in searches:
+            if ((screen is None or screen(line)) and search(line)
+                    and plugin.analyze_line(filename=_SCAN_FILENAME, line=line, line_number=0)):
+                return True
+        for plugin, needs in others:
+            if (needs is None or needs(line)) and plugin.analyze_line(filename=_SCAN_FILENAME, line=line,
+                                                                      line_number=0):
+                return True
+    return False
 
 
 def candidate_text(candidate: Candidate) -> str:
@@ -585,8 +725,9 @@ def candidate_text(candidate: Candidate) -> str:
 
 
 def has_secret(text: str) -> bool:
-    """True when any secret detector fires on the text (each line, and the lines joined)."""
-    return bool(secret_kinds(text))
+    """True when any secret detector fires on the text (each line, and the lines joined): secret_kinds' verdict,
+    reached by cheap screens first so a clean text costs a fraction of naming every detector."""
+    return _fires(text)
 
 
 def gate(candidate: Candidate, canon: list[list[int]] | None = None) -> str | None:

@@ -36,9 +36,28 @@ def page(conn: psycopg.Connection[Any], consumer: str, limit: int = V.JOURNAL_PA
     Ordering by (xid, seq) below the snapshot's xmin means a page never skips a change that a slower
     transaction commits later with a smaller sequence number.
     """
-    xid, seq = cursor(conn, consumer)
+    return page_after(conn, cursor(conn, consumer), limit)
+
+
+def page_after(conn: psycopg.Connection[Any], position: tuple[int, int],
+               limit: int = V.JOURNAL_PAGE_SIZE) -> list[Change]:
+    """The next changes after a (transaction id, sequence) position a consumer keeps elsewhere (a sensor cursor)."""
+    xid, seq = position
     rows = conn.execute(query("journal/page_changes"), {"xid": xid, "seq": seq, "limit": limit}).fetchall()
     return [Change(*row) for row in rows]
+
+
+def position_text(position: tuple[int, int]) -> str:
+    """A journal position as text ("xid.seq"), the form a Dagster sensor cursor stores."""
+    return f"{position[0]}.{position[1]}"
+
+
+def parse_position(text: str | None) -> tuple[int, int]:
+    """The position position_text wrote; the journal's start for no cursor (a sensor's first tick)."""
+    if not text:
+        return (0, 0)
+    xid, _, seq = text.partition(".")
+    return (int(xid), int(seq))
 
 
 def advance(conn: psycopg.Connection[Any], consumer: str, last: Change) -> None:

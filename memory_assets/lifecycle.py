@@ -7,7 +7,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from memory_assets import audit, authz, bundle, gates, tokens
+from memory_assets import audit, authz, bundle, events, gates, tokens
 from memory_assets import vocabulary as V
 from memory_assets.database import query
 from memory_assets.errors import ScopeError, ValidationError
@@ -103,7 +103,10 @@ def trust_of(confirms: int, flags: int) -> float:
 def vote(conn: psycopg.Connection[Any], project: str, token: str, task_id: str, value: int,
          actor: str = "api") -> dict[str, Any]:
     """Record one vote per (unit, task); recount confirms and flags, recompute trust, flag past the threshold."""
-    task_id = gates.text_field("task_id", task_id, V.ID_MAX_CHARS)
+    task_id = events.task_key(task_id)  # stored with the vote and audited: the grammar, and no credential
+    actor = gates.identifier("actor", actor, required=True)
+    events.event_id("actor", actor)  # audited too: never a credential
+    project = gates.project_name(project)
     with conn.transaction():
         unit_id = tokens.unit_id_of(conn, project, token)
         conn.execute("SELECT 1 FROM memory_units WHERE id = %s FOR UPDATE", (unit_id,))  # votes of a unit serialise

@@ -8,7 +8,7 @@ from typing import Any
 
 from mcp.server.fastmcp import FastMCP
 
-from memory_assets import authz, gates
+from memory_assets import authz, gates, tracing
 from memory_assets import vocabulary as V
 from memory_assets.api import Memory, connect
 from memory_assets.authz import Actor
@@ -97,6 +97,7 @@ def build_server(operator: str | None = None) -> FastMCP:
 
 def main(operator: str | None = None) -> None:
     """Serve the tools over stdio, the transport agent hosts spawn a server with."""
+    tracing.configure("mcp")
     build_server(operator).run()  # stdio
 
 

@@ -19,10 +19,11 @@ def token_of(number: int) -> str:
 
 
 def number_of(token: str) -> int:
-    """The unit number of a `mem-<n>` token; ValidationError for anything else."""
-    match = _TOKEN.match(token or "")
+    """The unit number of a `mem-<n>` token; ValidationError for anything else (never quoting it: a token field
+    is where a careless caller pastes a credential)."""
+    match = _TOKEN.match(token) if isinstance(token, str) else None
     if not match:
-        raise ValidationError("token", f"must look like {V.TOKEN_PREFIX}<n> (got {token!r})")
+        raise ValidationError("token", f"must look like {V.TOKEN_PREFIX}<n>")
     return int(match.group(1))
 
 

@@ -38,7 +38,7 @@ VISIBILITIES = (VISIBILITY_PROJECT, VISIBILITY_PRIVATE)
 DEFAULT_VISIBILITY = VISIBILITY_PROJECT
 
 TOKEN_PREFIX = "mem-"
-TOKEN_PATTERN = "^" + TOKEN_PREFIX + r"(\d{1,9})$"
+TOKEN_PATTERN = "^" + TOKEN_PREFIX + r"([0-9]{1,9})\Z"  # ASCII digits only, nothing after them
 
 # Provenance: where a contribution came from. One list that the API, the CLI, imports, the inbox and the SQL
 # column lists of memory_inbox / memory_sources derive from.
@@ -140,6 +140,9 @@ VERBATIM_SHINGLE_CHARS = 12      # the verbatim gate counts body characters cove
 IMPORT_MAX_LINE_BYTES = 4 * 1024 * 1024  # an import line longer than this is reported, never parsed
 IMPORT_MAX_DEPTH = 8             # JSON nesting an import line may have (a candidate needs 2)
 IMPORT_MAX_NUMBER_CHARS = 64     # digits of one JSON number (Python refuses ints over 4300 digits with ValueError)
+IMPORT_BATCH = 1000              # import lines per remember_many call (one transaction each)
+GATE_PROCESS_MIN_BATCH = 256     # remember_many gates in worker processes (when asked to) from this many candidates
+GATE_CHUNKS_PER_WORKER = 4       # chunks per gate worker and batch: a slow chunk leaves the others busy
 
 # --- Dagster --------------------------------------------------------------------------------
 PARTITION_START_DATE = "2024-01-01"
@@ -155,11 +158,26 @@ RUN_KIND_TAG = "memory_assets/kind"
 RUN_KIND_EMBEDDING = "embedding"
 EMBEDDING_POOL = "embedding"
 
+# --- Traces (memory_assets.tracing) ---------------------------------------------------------
+# OTLP over http/protobuf when the endpoint variable is set and non-empty; otherwise no provider: spans are no-ops.
+OTEL_ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_ENDPOINT"
+OTEL_SERVICE_NAME_ENV = "OTEL_SERVICE_NAME"  # overrides TRACE_SERVICE_NAME, as every OpenTelemetry SDK does
+OTEL_SDK_DISABLED_ENV = "OTEL_SDK_DISABLED"  # "true": no export even with an endpoint
+TRACE_SERVICE_NAME = "memory-assets"
+TRACER_NAME = "memory_assets"
+TRACE_ATTRIBUTE_PREFIX = "memory_assets."  # every attribute this package sets: ids, names, counts, never text
+TRACE_VALUE_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:/@#+|-]{0,199}"  # a string attribute that is not this is dropped
+TRACE_REDACTED = "<not an id>"
+TRACE_FLUSH_TIMEOUT_MILLIS = 5000  # an asset run waits at most this long for its spans to leave the process
+TRACE_INTERFACES = ("api", "cli", "mcp", "dagster")  # who set tracing up: the resource's memory_assets.interface
+
 # --- Embedded server ------------------------------------------------------------------------
 HOME_ENV = "MEMORY_ASSETS_HOME"
 DATABASE_URL_ENV = "DATABASE_URL"
 DEFAULT_HOME_DIRNAME = ".memory_assets"
 DAGSTER_DATABASE = "dagster"
+# `make dev`'s dagster.yaml reads Dagster's storage URL from this variable (set for its processes, never on disk)
+DAGSTER_STORAGE_URL_ENV = "MEMORY_ASSETS_DAGSTER_STORAGE_URL"
 POOL_MAX_SIZE = 20
 # Self-healing (database.open_pool, database.revive, the dagster.yaml runner.dagster_home writes)
 POOL_TIMEOUT_SECONDS = 10.0            # a call waits this long for a connection, then raises PoolTimeout
@@ -187,6 +205,10 @@ EMBED_BATCH_SIZE = 64
 EMBED_PAGE_SIZE = 512  # units read, encoded and committed per page: a stopped backfill resumes after the last page
 EMBED_THREADS = 2
 JOURNAL_PAGE_SIZE = 1000
+# Fresh embeddings: the embedding sensor reads the change journal this often and requests the serving model's
+# (model, day) partitions whose units lack a current vector; at most this many journal pages per tick
+EMBED_SENSOR_INTERVAL_SECONDS = 5  # the sensor daemon evaluates sensors at most every 5 s anyway
+EMBED_SENSOR_MAX_PAGES = 50
 # embeddings_current: WARN when any active unit lacks a current serving vector, ERROR below this coverage
 EMBEDDINGS_MIN_COVERAGE = 0.9
 
@@ -210,6 +232,11 @@ REVIEW_DECISIONS = ("approve", "reject", "supersede")
 # --- Recall ---------------------------------------------------------------------------------
 APP_ROLE = "memory_app"     # the non-owner role every request runs as, under row-level security
 READER_ROLE = "memory_reader"  # the analysts' role: SELECT only, never a unit's text (sql/009_read_scopes.sql)
+# A libpq URL naming memory_reader (password in ~/.pgpass or PGPASSWORD, never in a file): how notebooks reach a
+# server where the reader logs in with a password; unset, analytics.connect() logs in as memory_reader on the
+# application's server (DATABASE_URL or the embedded one) without the owner's password
+ANALYST_URL_ENV = "MEMORY_ASSETS_ANALYST_URL"
+LAB_KERNEL = "memory-assets"   # the Jupyter kernel `make lab` registers: the project's .venv interpreter
 NO_PERSONA = ""             # the persona of a reader that names none: persona validation never admits it
 OPERATORS_ENV = "MEMORY_ASSETS_OPERATORS"  # the deployment's comma-separated operators: only they may forget
 MEMORY_OFF = "off"          # remember's status and recall's mode while the kill switch is on
@@ -238,6 +265,14 @@ TIME_CUE_BOOST = 2.0        # a unit valid from a date the query names ('on 7 Ju
 TIME_CUE_DAY_SLACK_DAYS = 1 # a named day matches units from the day before to the day after
 RECENCY_HALF_LIFE_DAYS = 180
 QUERY_VECTOR_CACHE_SIZE = 1024
+# Queries are encoded by an ONNX export of the serving model's own weights (embeddings.query_encoder), made once
+# under <home>/models; "torch" encodes them like the stored vectors. Against torch's query vectors on LoCoMo's
+# questions: the fp32 export gives the same vectors (cosine >= 0.99999); int8 (per-channel weights of the matrix
+# products) keeps 0.935 of the top 10 over the conversation's stored vectors (1,033 questions, mean cosine 0.994),
+# under the 0.99 issue #15 set, so it stays opt-in.
+QUERY_ENCODER = "onnx-fp32"
+QUERY_ENCODERS = ("onnx-fp32", "onnx-int8", "torch")
+ONNX_MODELS_DIRNAME = "models"
 # below: exact, RECALL_CANDIDATES for the fusion; above: the HNSW first phase (bench/recall.py: at 10k units
 # 6x faster than exact with the same top 10)
 HNSW_MIN_PROJECT_UNITS = 5_000
@@ -272,7 +307,7 @@ AUDIT_FORGET = "forget"  # the audit action of a forget (its time bounds what th
 
 # --- Delivery -------------------------------------------------------------------------------
 EVENT_KINDS = ("injected", "read", "cited", "followed")
-CITATION_PATTERN = r"\bmem-(\d{1,9})\b"
+CITATION_PATTERN = r"\bmem-([0-9]{1,9})\b"  # ASCII digits: a citation is the token as rendered
 INJECTABLE_TYPES = ("semantic", "procedural")   # episodes are recalled on demand, never pushed into prompts
 BUNDLE_MIN_TRUST = 0.35
 BUNDLE_PATH_VERIFIED_HOURS = 24  # a unit that names paths must have been confirmed or observed this recently
@@ -287,3 +322,14 @@ SWITCH_VALUES = ("on", "off")
 SYSTEM_DEFAULT_MEMORY = "on"
 KILL_LIST_MIN_INJECTIONS = 5
 KILL_LIST_MAX_READ_RATE = 0.1
+# The arm comparison (analytics.compare_arms, notebooks/read_rate.ipynb) takes the randomised arms only: memory on
+# by default (tasks that passed the holdout draw) against the holdout, as (value, source) of memory_task_arms; tasks
+# set by hand, by epic or by the kill switch were not assigned by chance and stay out. Per arm: tasks that read, cited
+# or followed a unit over the arm's tasks in the trailing window (read_rate_arms, one row per arm and window end).
+ARM_ON = ("on", "default")
+ARM_HOLDOUT = ("off", "holdout")
+ARM_WINDOW_DAYS = 28
+ARM_CONFIDENCE = 0.95       # Wilson score interval per arm, Newcombe's hybrid score interval for the difference
+# Fewer tasks than this in either arm and a comparison means nothing: with 30 tasks a side the 95 % interval of a
+# difference between two rates near 0.5 still spans about ±0.24
+ARM_MIN_TASKS = 30

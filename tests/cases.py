@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +165,16 @@ SECRET_CORPUS: list[tuple[str, dict[str, Any], str]] = [
     ("db_password_env", _with("DB_PASSWORD=" + "Nq3-harbor-" + "Lamp5"), "Nq3-harbor-Lamp5"),
     ("api_key_yaml_quoted", _with("api_key: '" + "Rt5-Wz1Yb7-" + "Nc4Hd6'"), "Rt5-Wz1Yb7-Nc4Hd6"),
 ]
+
+
+# --- The reliability results (issue #13) -----------------------------------------------------------------------
+RELIABILITY_RESULTS = REPO / "bench" / "results" / "reliability.json"
+
+
+def record_reliability(section: str, name: str, figures: dict[str, Any]) -> None:
+    """Add one soak's figures to a section (faults, load, properties, secret_corpus) of the one results file
+    `make soak` writes; other sections and entries stay as the last soak left them."""
+    RELIABILITY_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    data = json.loads(RELIABILITY_RESULTS.read_text()) if RELIABILITY_RESULTS.exists() else {}
+    data.setdefault(section, {})[name] = {**figures, "at": datetime.now(UTC).isoformat(timespec="seconds")}
+    RELIABILITY_RESULTS.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

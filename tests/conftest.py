@@ -10,6 +10,8 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# the operators the tests forget as (Memory.forget, like the CLI and the MCP server, needs a listed operator)
+os.environ.setdefault("MEMORY_ASSETS_OPERATORS", "alice,op")
 
 _HOME = tempfile.mkdtemp(prefix="memory_assets_test_")
 os.environ["MEMORY_ASSETS_HOME"] = _HOME  # the CLI and the Dagster resource attach to the same server

@@ -1,11 +1,15 @@
-"""Read-rate metrics (the kill metric) and the kill list."""
+"""Read-rate metrics (the kill metric), the kill list, the analysts' read-only connection, and the arm comparison
+(interval maths and the too-few rule without a database, the per-arm counts with one)."""
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
+import pandas as pd
 import psycopg
 import pytest
 
 from memory_assets import analytics
+from memory_assets import vocabulary as V
+from memory_assets.errors import ValidationError
 
 TASK, EPIC, DEFAULT = ("on", "off", None), ("on", "off", None, "no-epic"), ("on", "off")
 
@@ -55,6 +59,8 @@ def test_the_analysts_connection_reads_the_measurements_and_cannot_write(mem, co
             with pytest.raises((psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.InsufficientPrivilege)):
                 reader.execute(sql)
         reader.execute("SET default_transaction_read_only = off")
+        reader.execute("RESET ROLE")  # the session itself is memory_reader's: no role to fall back to
+        assert reader.execute("SELECT current_user, session_user").fetchone() == ("memory_reader", "memory_reader")
         for sql in writes:
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 reader.execute(sql)
@@ -64,3 +70,128 @@ def test_the_analysts_connection_reads_the_measurements_and_cannot_write(mem, co
                 reader.execute(sql)
     assert conn.execute("SELECT count(*) FROM memory_switch").fetchone()[0] == 0
     assert conn.execute("SELECT count(*) FROM memory_events").fetchone()[0] == 2
+
+
+def test_the_analyst_url_must_name_the_read_only_role(clean, monkeypatch):
+    """MEMORY_ASSETS_ANALYST_URL is how the lab reaches a server where the reader has a password: a URL naming any
+    other user (the owner) is refused before connecting; one naming memory_reader is used; an explicit URL wins."""
+    info = psycopg.conninfo.conninfo_to_dict(clean)
+    monkeypatch.setenv(V.ANALYST_URL_ENV, psycopg.conninfo.make_conninfo("", **dict(info, user="postgres")))
+    with pytest.raises(ValidationError, match=V.ANALYST_URL_ENV):
+        analytics.connect()
+    monkeypatch.setenv(V.ANALYST_URL_ENV, psycopg.conninfo.make_conninfo("", **dict(info, user=V.READER_ROLE)))
+    with analytics.connect() as reader:
+        assert reader.execute("SELECT session_user").fetchone()[0] == V.READER_ROLE
+    monkeypatch.setenv(V.ANALYST_URL_ENV, "postgresql://postgres@nowhere.invalid/x")
+    with analytics.connect(clean) as reader:
+        assert reader.execute("SELECT session_user").fetchone()[0] == V.READER_ROLE
+
+
+# Newcombe, "Two-sided confidence intervals for the single proportion" (Stat Med 1998;17:857), Table I, Wilson's
+# score interval without continuity correction
+@pytest.mark.parametrize(("successes", "trials", "expected"), [
+    (81, 263, (0.2553, 0.3662)), (15, 148, (0.0624, 0.1605)), (0, 20, (0.0, 0.1611)), (1, 29, (0.0061, 0.1718)),
+    (29, 29, (0.8830, 1.0)),
+])
+def test_wilson_interval_matches_newcombes_published_values(successes, trials, expected):
+    assert analytics.wilson_interval(successes, trials) == pytest.approx(expected, abs=5e-5)
+
+
+# Newcombe, "Interval estimation for the difference between independent proportions" (Stat Med 1998;17:873),
+# Table II, method 10 (hybrid score, no continuity correction)
+@pytest.mark.parametrize(("counts", "expected"), [
+    ((56, 70, 48, 80), (0.0524, 0.3339)), ((9, 10, 3, 10), (0.1705, 0.8090)), ((6, 7, 2, 7), (0.0582, 0.8062)),
+    ((5, 56, 0, 29), (-0.0381, 0.1926)), ((0, 10, 0, 20), (-0.1611, 0.2775)), ((10, 10, 0, 20), (0.6791, 1.0)),
+])
+def test_difference_interval_matches_newcombes_method_10(counts, expected):
+    assert analytics.difference_interval(*counts) == pytest.approx(expected, abs=5e-5)
+
+
+def test_intervals_at_their_edges():
+    assert analytics.wilson_interval(0, 0) == (0.0, 1.0)  # no task, no information
+    assert analytics.difference_interval(3, 5, 0, 0) == (-1.0, 1.0)
+    narrow, wide = analytics.wilson_interval(12, 40, 0.9), analytics.wilson_interval(12, 40, 0.99)
+    assert wide[0] < narrow[0] < 12 / 40 < narrow[1] < wide[1]
+    assert analytics.z_score(0.95) == pytest.approx(1.959964, abs=1e-6)
+    for bad in ((5, 4), (-1, 4), (1, -1)):
+        with pytest.raises(ValidationError, match="successes"):
+            analytics.wilson_interval(*bad)
+    for confidence in (0.0, 1.0, 1.5):
+        with pytest.raises(ValidationError, match="confidence"):
+            analytics.wilson_interval(1, 2, confidence)
+
+
+def test_a_comparison_below_the_minimum_of_tasks_says_so_however_large_the_difference():
+    few = V.ARM_MIN_TASKS - 1
+    small = analytics.compare_arms(few, few, 0, V.ARM_MIN_TASKS)  # every task against none
+    assert small.low > 0 and not small.enough
+    assert small.verdict.startswith("Too few tasks to compare") and f"at least {V.ARM_MIN_TASKS}" in small.verdict
+    assert not analytics.compare_arms(0, 0, 0, 0).enough
+    assert analytics.compare_arms(0, 0, 0, 0).difference is None
+
+    n = V.ARM_MIN_TASKS
+    higher = analytics.compare_arms(n, n, 0, n)
+    assert higher.enough and higher.verdict.startswith("Memory on is higher")
+    assert analytics.compare_arms(0, n, n, n).verdict.startswith("Memory on is lower")
+    same = analytics.compare_arms(n // 2, n, n // 2, n)
+    assert same.low < 0 < same.high and same.verdict.startswith("No difference shown")
+    assert analytics.compare_arms(n, n, 0, n, min_tasks=n + 1).enough is False
+
+    table = higher.table()
+    assert table["arm"].tolist() == ["on", "holdout", "difference (on - holdout)"]
+    assert table["tasks"].tolist()[:2] == [n, n] and table["rate"].tolist() == [1.0, 0.0, 1.0]
+    assert (table["95% CI low"].tolist()[2], table["95% CI high"].tolist()[2]) == (higher.low, higher.high)
+
+
+def test_randomised_arms_keep_the_two_drawn_arms_only():
+    counts = pd.DataFrame([
+        (date(2026, 1, 2), "on", "default", 28, 40, 30, 25),
+        (date(2026, 1, 2), "off", "holdout", 28, 38, 0, 6),
+        (date(2026, 1, 2), "on", "task", 28, 9, 9, 9),      # set by hand: not drawn
+        (date(2026, 1, 2), "off", "killed", 28, 3, 0, 0),
+        (date(2026, 1, 1), "on", "default", 28, 10, 8, 5),
+    ], columns=["day", "arm", "source", "window_days", "tasks", "injected_tasks", "used_tasks"])
+    arms = analytics.randomised_arms(counts)
+    assert arms[["day", "arm", "tasks", "used"]].values.tolist() == [
+        [date(2026, 1, 1), "on", 10, 5], [date(2026, 1, 2), "holdout", 38, 6], [date(2026, 1, 2), "on", 40, 25]]
+    assert arms["rate"].tolist() == [0.5, 6 / 38, 25 / 40]
+    low, high = analytics.wilson_interval(6, 38)
+    assert arms.iloc[1][["low", "high"]].tolist() == [low, high]
+    assert analytics.randomised_arms(counts.iloc[0:0]).empty
+
+
+def test_read_rate_arms_count_tasks_per_arm_and_the_comparison_reads_them(mem, conn, clean):
+    """The read-rate asset's function also writes the arms' task counts of the trailing window; the comparison reads
+    the two drawn arms through the analysts' connection, leaving out tasks set by hand."""
+    token = mem.remember(project="acme", kind="env", type="semantic", title="Fact",
+                         body="The cache is warmed at 06:00 because traffic peaks at 07:00.").token
+    mem.set_switch("holdout", "", "50")
+    mem.set_switch("task", "T-manual", "on")
+    expected = {"on": [0, 0], "holdout": [0, 0]}
+    for i in range(40):
+        task = f"T-{i}"
+        arm = "holdout" if mem.effective_memory(task)["source"] == "holdout" else "on"
+        expected[arm][1] += 1
+        if arm == "on":
+            mem.record_events("acme", task, [{"token": token, "kind": "injected"}])
+        if i % 3 == 0:
+            mem.record_events("acme", task, [{"token": token, "kind": "read"}])
+            expected[arm][0] += 1
+    mem.effective_memory("T-manual")
+    mem.record_events("acme", "T-manual", [{"token": token, "kind": "injected"}, {"token": token, "kind": "read"}])
+    mem.record_events("acme", "T-no-arm", [{"token": token, "kind": "read"}])  # no decision recorded: no arm
+    today = datetime.now(UTC).date()
+    analytics.compute_read_rate(conn, today)
+    analytics.compute_read_rate(conn, today)  # a re-run replaces the day's counts
+    with analytics.connect(clean) as reader:
+        counts = analytics.arm_counts(reader)
+        comparison = analytics.arm_comparison(reader)
+    by_arm = {(r["arm"], r["source"]): (r["tasks"], r["injected_tasks"], r["used_tasks"])
+              for r in counts.to_dict("records")}
+    assert by_arm == {("on", "default"): (expected["on"][1], expected["on"][1], expected["on"][0]),
+                      ("off", "holdout"): (expected["holdout"][1], 0, expected["holdout"][0]),
+                      ("on", "task"): (1, 1, 1)}
+    assert set(counts["day"]) == {today} and set(counts["window_days"]) == {V.ARM_WINDOW_DAYS}
+    assert (comparison.on.used, comparison.on.tasks) == tuple(expected["on"])
+    assert (comparison.holdout.used, comparison.holdout.tasks) == tuple(expected["holdout"])
+    assert not comparison.enough and comparison.verdict.startswith("Too few tasks")  # 40 tasks in two arms

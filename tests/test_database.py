@@ -47,7 +47,7 @@ def test_every_named_query_prepares(conn, name):
 def test_the_named_query_list_is_complete_and_fragments_are_included():
     """Every .sql under sql/queries is listed (fragments, named _x, are spelled into the queries that use them)."""
     names = database.query_names()
-    assert "ledger/fold_inbox" in names and "recall/sparse" in names
+    assert "ledger/fold_inbox" in names and "recall/candidates" in names
     assert not any(name.split("/")[1].startswith("_") for name in names)
     assert "{ledger/_unfolded_inbox}" not in database.query("ledger/link_inbox")
     assert "i.unit_id IS NULL" in database.query("ledger/link_inbox")

@@ -1,12 +1,15 @@
 """Version-bound vectors on the real model and database: corrections, forget, the journal, two models."""
 
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from memory_assets import authz, embeddings, journal, lifecycle
 from memory_assets import vocabulary as V
+from memory_assets.errors import ValidationError
 from tests.cases import T1, T2
 
 FACT = dict(kind="env", type="semantic", title="Staging database requires TLS",
@@ -104,3 +107,40 @@ def test_serving_model_is_a_database_setting(mem):
     assert mem.serving_model() == T2
     with pytest.raises(Exception, match="unknown model key"):
         mem.set_serving_model("nope@1")
+
+
+QUERIES = ["What did Caroline research?", "When did Melanie paint a sunrise?", "staging postgres sslmode",
+           "Which city did Jon take pottery classes in on 2 June, 2023?", "x"]
+PASSAGES = ["Caroline researched adoption agencies last week.", "Melanie painted a sunrise over the lake in 2022.",
+            "The staging PostgreSQL only accepts connections with sslmode=require.",
+            "Jon started pottery classes in Leeds on Tuesdays.", "The cafeteria serves soup on Fridays."]
+
+
+def test_the_onnx_query_encoder_gives_torchs_vectors_and_lives_in_the_home(embedder):
+    """Queries go through an ONNX export of the same weights: torch's unit vectors (to float precision), alone or in
+    a padded batch; the export is written under the project's home, never into the repository."""
+    onnx = embeddings.query_encoder(T1)
+    assert isinstance(onnx, embeddings.OnnxEncoder)
+    path = embeddings.onnx_file(embeddings.model_spec(T1))
+    assert path.exists() and path.is_relative_to(embeddings.memory_home())
+    ours, theirs = onnx.encode(QUERIES), embedder.encode(QUERIES)
+    assert ours.shape == theirs.shape == (len(QUERIES), 384) and ours.dtype == np.float32
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1, atol=1e-4)
+    assert min(float(a @ b) for a, b in zip(ours, theirs, strict=True)) > 0.9999
+    stored = embedder.encode(PASSAGES)
+    assert list((ours @ stored.T)[:4].argmax(axis=1)) == list((theirs @ stored.T)[:4].argmax(axis=1)) == [0, 1, 2, 3]
+    one_by_one = np.stack([onnx.encode([q])[0] for q in QUERIES])  # a query alone, or padded in a batch
+    assert np.allclose(one_by_one, ours, atol=1e-4)
+    vector = embeddings.encode_query(T1, QUERIES[0])
+    assert not vector.flags.writeable and np.allclose(vector, ours[0], atol=1e-5)
+
+
+def test_the_query_encoder_falls_back_to_torch_without_onnxruntime(monkeypatch):
+    monkeypatch.setattr(embeddings, "_QUERY_ENCODERS", {})
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime raises ImportError
+    monkeypatch.setattr(embeddings, "onnx_file", lambda spec, precision: Path("/nonexistent/model.onnx"))
+    encoder = embeddings.query_encoder(T1)
+    assert isinstance(encoder, embeddings.Embedder)
+    assert isinstance(embeddings.query_encoder(T1, "torch"), embeddings.Embedder)
+    with pytest.raises(ValidationError, match="query_encoder"):
+        embeddings.query_encoder(T1, "tensorrt")

@@ -1,15 +1,18 @@
 """The exclusion policy and the secret gate, as pure functions."""
 
 import json
+import string
 import time
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memory_assets import gates
 from memory_assets import vocabulary as V
 from memory_assets.errors import ValidationError
-from tests.cases import EXCLUSION_CASES, REPO, SECRET_BASE, SECRET_CORPUS, full_width
+from tests.cases import EXCLUSION_CASES, REPO, SECRET_BASE, SECRET_CORPUS, SECRETS, full_width
 
 
 def candidate(**overrides):
@@ -261,3 +264,36 @@ def test_a_contribution_without_a_task_is_keyed_by_who_contributed_it():
     # with a task, the task is the contribution: a replay by anyone adds nothing
     assert (gates.validate(**base, task_id="T-1", persona="ana").idempotency_key
             == gates.validate(**base, task_id="T-1", persona="bo").idempotency_key)
+
+
+# --- has_secret's screens agree with naming every detector (issue #15: the gate got faster, not weaker) ----------
+
+def _corpus_texts():
+    for _, fields, _ in SECRET_CORPUS:
+        yield gates.candidate_text(unvalidated(**fields))
+    yield from (text for _, text, _ in SECRETS)
+    yield from CLEAN_TEXTS
+    yield from (REPO / "README.md").read_text().split("\n\n")
+
+
+def test_has_secret_agrees_with_every_detector_on_the_corpus_and_the_readme():
+    """Every screen only skips a detector where it cannot fire: the verdict equals secret_kinds' on every text
+    (a reversed substring test once passed the corpus test but not this one)."""
+    disagreements = [text[:40] for text in _corpus_texts() if gates.has_secret(text) != bool(gates.secret_kinds(text))]
+    assert disagreements == []
+
+
+_PIECES = [needle for _, _, needle in SECRET_CORPUS] + [text for _, text, _ in SECRETS] + [
+    "password", "api_key", "client_secret", "=", ":", ": '", '="', "'", '"', "`", ";", "-us12", "://", "@", "AKC",
+    "AP1", "sk-", "k_live_", "MII", "eyJ", ".", "Bearer ", "aws", "cloudant_key", "ibm_cloud_iam_key", "softlayer",
+    "sl_api_key", "12345678:", "xoxb-", "hooks.slack.com/services/T", "AccountKey=", "SG.", "-----BEGIN ",
+    "PRIVATE KEY", "\n", " ", "\t", "\u200b", "\uff41", "\u0410",
+]
+
+
+@given(st.lists(st.one_of(st.sampled_from(_PIECES), st.text(alphabet=string.ascii_letters + string.digits + "_-+/=",
+                                                            min_size=1, max_size=48)), min_size=1, max_size=8))
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_has_secret_agrees_with_every_detector_on_glued_fragments(pieces):
+    text = "".join(pieces)
+    assert gates.has_secret(text) == bool(gates.secret_kinds(text))

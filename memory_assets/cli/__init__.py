@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from memory_assets import tracing
 from memory_assets.cli.common import MemoryGroup
 
 # Each command by the module that holds its family; a module loads only when one of its commands runs.
@@ -22,13 +23,16 @@ COMMANDS = {
     "dev": "memory_assets.cli.operate.dev",
     "demo": "memory_assets.cli.operate.demo",
     "mcp": "memory_assets.cli.serve.mcp",
+    "lab": "memory_assets.cli.analyse.lab",
     "eval": "memory_assets.cli.evaluate.eval_",
+    "bench": "memory_assets.cli.bench.bench",
 }
 
 
 @click.group(cls=MemoryGroup, lazy_commands=COMMANDS)
 def main() -> None:
     """Long-term memory for AI agents on PostgreSQL + pgvector, run as a Dagster asset graph."""
+    tracing.configure("cli")  # OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set; no-op spans otherwise
 
 
 __all__ = ["main"]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, BinaryIO
 
 import click
@@ -24,8 +26,6 @@ from memory_assets.cli.common import (
     remember_fields,
 )
 from memory_assets.errors import ValidationError
-
-IMPORT_BATCH = 1000
 
 
 @click.command()
@@ -74,35 +74,60 @@ def remember(project: str | None, kind: str | None, type_: str | None, title: st
 
 
 class _Import:
-    """The running totals of one import, flushed to memory in batches."""
+    """The running totals of one import, its candidates written in batches by one writer thread while the next
+    batch is read and validated (at most one batch in flight, so memory stays bounded); each batch is gated in as
+    many processes as the machine has cores."""
 
     def __init__(self, mem: Memory, fold_now: bool) -> None:
         self.mem = mem
         self.fold_now = fold_now
+        self.gate_workers = os.cpu_count() or 1
         self.batch: list[tuple[int, gates.Candidate]] = []
         self.errors: list[str] = []
         self.totals: dict[str, Any] = {"lines": 0, "captured": 0, "inserted": 0, "rejected": {}}
+        self.writer = ThreadPoolExecutor(1, thread_name_prefix="import-writer")
+        self.pending: Future[None] | None = None
 
     def add(self, number: int, candidate: gates.Candidate) -> None:
-        """Queue one candidate with its line number; a full batch goes to memory at once."""
+        """Queue one candidate with its line number; a full batch goes to the writer at once."""
         self.batch.append((number, candidate))
-        if len(self.batch) >= IMPORT_BATCH:
+        if len(self.batch) >= V.IMPORT_BATCH:
             self.flush()
 
     def flush(self) -> None:
-        """Write the queued candidates through the bulk write path; should the database refuse the batch, write
-        them one by one so only the refused lines are reported and the rest still imports."""
+        """Hand the queued candidates to the writer, once it has written the previous batch."""
         if not self.batch:
             return
+        batch, self.batch = self.batch, []
+        self.wait()
+        self.pending = self.writer.submit(self.write, batch)
+
+    def wait(self) -> None:
+        """Wait for the batch in flight; its error, if any, is raised here."""
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            pending.result()
+
+    def close(self) -> None:
+        """Write what is queued and wait for it: the totals are complete afterwards."""
         try:
-            self.count(self.mem.remember_many([c for _, c in self.batch], fold_now=self.fold_now))
+            self.flush()
+            self.wait()
+        finally:
+            self.writer.shutdown()
+
+    def write(self, batch: list[tuple[int, gates.Candidate]]) -> None:
+        """Write a batch through the bulk write path; should the database refuse it, write its candidates one by
+        one so only the refused lines are reported and the rest still imports."""
+        try:
+            self.count(self.mem.remember_many([c for _, c in batch], fold_now=self.fold_now,
+                                              gate_workers=self.gate_workers))
         except (psycopg.DataError, psycopg.IntegrityError):
-            for number, candidate in self.batch:
+            for number, candidate in batch:
                 try:
                     self.count(self.mem.remember_many([candidate], fold_now=self.fold_now))
                 except (psycopg.DataError, psycopg.IntegrityError) as error:
                     self.errors.append(f"line {number}: refused by the database ({type(error).__name__})")
-        self.batch.clear()
 
     def count(self, counts: dict[str, Any]) -> None:
         """Add one write's counts to the totals."""
@@ -156,16 +181,19 @@ def import_(ctx: click.Context, file: str, project: str | None, no_fold: bool, a
     """Import a JSON-lines file through the same gates; a bad line is reported by number and the rest imports."""
     with memory() as mem, open(file, "rb") as handle:
         run = _Import(mem, fold_now=not no_fold)
-        for number, raw in enumerate(tqdm(bounded_lines(handle), desc="import", unit="line", disable=None), start=1):
-            run.totals["lines"] += 1
-            if raw is not None and not raw.strip():
-                continue
-            candidate, error = line_error(raw, project)
-            if candidate is None:
-                run.errors.append(f"line {number}: {error}")
-            else:
-                run.add(number, candidate)
-        run.flush()
+        try:
+            lines = tqdm(bounded_lines(handle), desc="import", unit="line", disable=None)
+            for number, raw in enumerate(lines, start=1):
+                run.totals["lines"] += 1
+                if raw is not None and not raw.strip():
+                    continue
+                candidate, error = line_error(raw, project)
+                if candidate is None:
+                    run.errors.append(f"line {number}: {error}")
+                else:
+                    run.add(number, candidate)
+        finally:
+            run.close()
     errors = sorted(run.errors, key=lambda e: int(e.split(":")[0].split()[1]))
     totals = {**run.totals, "errors": errors}
     emit(totals, as_json, f"imported {totals['captured']} of {totals['lines']} lines "

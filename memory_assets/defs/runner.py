@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -23,10 +24,12 @@ from memory_assets.ledger import units
 from memory_assets.resources import PostgresResource
 
 DAGSTER_YAML = """\
-# Written by memory-assets: Dagster's own storage lives in the memory server's "{database}" database.
+# Written by memory-assets: Dagster's own storage lives in the memory server's "{database}" database, reached
+# through the URL in ${env} (set for memory-assets' own processes and their children, never written to disk).
 storage:
   postgres:
-    postgres_url: "{url}"
+    postgres_url:
+      env: {env}
 telemetry:
   enabled: false
 run_coordinator:
@@ -82,11 +85,13 @@ def run_worker_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
 
 
 def dagster_home(url: str, home: str | None = None) -> Path:
-    """DAGSTER_HOME under MEMORY_ASSETS_HOME with a dagster.yaml pointing at the `dagster` database of `url`."""
+    """DAGSTER_HOME under MEMORY_ASSETS_HOME with a dagster.yaml that names no credential: its storage URL (the
+    `dagster` database of `url`) is set in this process's environment, which the processes it starts inherit."""
     database.ensure_database(url, V.DAGSTER_DATABASE)
+    os.environ[V.DAGSTER_STORAGE_URL_ENV] = database.sqlalchemy_url(url, V.DAGSTER_DATABASE)
     path = database.memory_home(home) / "dagster"
     path.mkdir(exist_ok=True)
-    config = DAGSTER_YAML.format(database=V.DAGSTER_DATABASE, url=database.sqlalchemy_url(url, V.DAGSTER_DATABASE),
+    config = DAGSTER_YAML.format(database=V.DAGSTER_DATABASE, env=V.DAGSTER_STORAGE_URL_ENV,
                                  poll=V.RUN_MONITORING_POLL_SECONDS, start_timeout=V.RUN_START_TIMEOUT_SECONDS,
                                  cancel_timeout=V.RUN_CANCEL_TIMEOUT_SECONDS, retries=V.RUN_MAX_RETRIES)
     target = path / "dagster.yaml"

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import threading
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 
-from memory_assets import audit, gates, lifecycle, tokens
+from memory_assets import audit, gates, lifecycle, tokens, tracing
 from memory_assets import vocabulary as V
 from memory_assets.database import one, query
 from memory_assets.errors import ValidationError
@@ -75,22 +79,41 @@ def capture(conn: psycopg.Connection[Any], candidates: list[gates.Candidate]) ->
     return inserted
 
 
-def fold(conn: psycopg.Connection[Any], *, day: date | None = None, ids: list[int] | None = None) -> dict[str, int]:
-    """Fold unfolded inbox rows of a day (or the given ids) into the ledger with set-based SQL; idempotent."""
-    params: dict[str, Any] = {"day": day, "ids": ids, "trust": V.DEFAULT_TRUST}
+def fold(conn: psycopg.Connection[Any], *, day: date | None = None, keys: list[str] | None = None) -> dict[str, int]:
+    """Fold unfolded inbox rows of a day or with the given idempotency keys (exactly one of the two) into the
+    ledger with set-based SQL; idempotent."""
+    if (day is None) == (keys is None):
+        raise TypeError("fold: give a day or idempotency keys")
     with conn.transaction():
+        if keys is None:
+            keys = [row[0] for row in conn.execute(query("ledger/unfolded_keys"), {"day": day})]
+        params: dict[str, Any] = {"keys": keys, "trust": V.DEFAULT_TRUST}
         projects = [row[0] for row in conn.execute(query("ledger/inbox_scope"), params).fetchall()]
         if not projects:
             return {"inserted": 0, "linked": 0, "forgotten": 0, "projects": 0}
         params["projects"] = projects
-        conn.execute(query("ledger/register_projects"), params)
-        conn.execute(query("ledger/lock_projects"), params)
-        inserted = conn.execute(query("ledger/fold_inbox"), params).rowcount
-        linked = conn.execute(query("ledger/link_inbox"), params).rowcount
-        buried = conn.execute(query("ledger/bury_inbox"), params).rowcount
+        inserted, linked, buried = (cursor.rowcount for cursor in fold_statements(conn, params))
     log.info("folded inbox day=%s projects=%d inserted=%d sources=%d forgotten=%d", day, len(projects), inserted,
              linked, buried)
     return {"inserted": inserted, "linked": linked, "forgotten": buried, "projects": len(projects)}
+
+
+def fold_statements(conn: psycopg.Connection[Any], params: dict[str, Any]) -> list[psycopg.Cursor[Any]]:
+    """The fold's statements in one transaction (the caller's): give new projects their counter rows, lock the
+    counters (held to commit: numbers stay gap-free), insert new content, link every row as a source, bury
+    forgotten content; the cursors of the last three, whose row counts say what happened."""
+    conn.execute(query("ledger/register_projects"), params)
+    conn.execute(query("ledger/lock_projects"), params)
+    return [conn.execute(query(name), params) for name in ("ledger/fold_inbox", "ledger/link_inbox",
+                                                            "ledger/bury_inbox")]
+
+
+def inbox_json(candidate: gates.Candidate) -> Jsonb:
+    """A candidate as a JSON object of V.INBOX_COLUMNS, the one-row form of the inbox a pipeline can send."""
+    row = dict(zip(V.INBOX_COLUMNS, inbox_row(candidate), strict=True))
+    if row.get("valid_from") is not None:
+        row["valid_from"] = row["valid_from"].isoformat()
+    return Jsonb(row)
 
 
 def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate,
@@ -101,26 +124,36 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate,
     transaction opens, so a slow gate never holds a lock.
     """
     supersedes = supersedes_token(supersedes)
-    reason = gates.gate(candidate, canon.canon_of(conn, candidate.project))
+    with tracing.span("memory.remember.gates"):
+        canon_chunks = canon.canon_of(conn, candidate.project)
+        with _GATING:
+            reason = gates.gate(candidate, canon_chunks)
     if reason:
         with conn.transaction():
             record_rejection(conn, candidate, reason)
         return RememberResult(status=V.OUTCOME_REJECTED, reason=reason)
     candidate = gates.without_source_text(candidate)
-    with conn.transaction():
-        old_id = superseded_id(conn, candidate.project, supersedes) if supersedes else None
-        capture(conn, [candidate])
-        inbox_id, folded_unit = one(conn.execute("SELECT id, unit_id FROM memory_inbox WHERE idempotency_key = %s",
-                                                 (candidate.idempotency_key,)))
-        if folded_unit is None:
-            fold(conn, ids=[inbox_id])
-        outcome, unit_id, number, status = one(conn.execute(query("ledger/remembered"), {"inbox_id": inbox_id}))
-        if outcome == V.INBOX_FORGOTTEN:
+    key = candidate.idempotency_key
+    params = {"keys": [key], "projects": [candidate.project], "trust": V.DEFAULT_TRUST}
+    # One pipeline: the capture, the fold, the outcome and the commit go to the server together and come back in
+    # one round trip, so the counter row is locked from the fold to the commit only, never across a round trip or
+    # this thread's turn for the GIL. Generic plans: every statement selects by key or id, and planning the fold
+    # anew would cost more than running it.
+    with tracing.span("memory.remember.fold"), conn.pipeline():
+        with conn.transaction():
+            conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            old_id = superseded_id(conn, candidate.project, supersedes) if supersedes else None
+            conn.execute(query("ledger/insert_inbox_row"), {"row": inbox_json(candidate)})
+            fold_statements(conn, params)
+            remembered = conn.execute(query("ledger/remembered"), {"key": key})
+            row = one(remembered) if old_id is not None else None  # a supersession needs the unit inside
+            if row is not None and row[0] != V.INBOX_FORGOTTEN:
+                lifecycle.supersede(conn, row[1], old_id, actor=candidate.persona or candidate.feed)
+        outcome, unit_id, number, status, replayed = row if row is not None else one(remembered)
+    if outcome == V.INBOX_FORGOTTEN:
+        with conn.transaction():
             record_rejection(conn, candidate, V.REASON_FORGOTTEN)
-            return RememberResult(status=V.OUTCOME_REJECTED, reason=V.REASON_FORGOTTEN)
-        if old_id is not None:
-            lifecycle.supersede(conn, unit_id, old_id, actor=candidate.persona or candidate.feed)
-    replayed = folded_unit is not None
+        return RememberResult(status=V.OUTCOME_REJECTED, reason=V.REASON_FORGOTTEN)
     status = V.OUTCOME_DUPLICATE if (outcome == V.INBOX_DUPLICATE or replayed) else status
     return RememberResult(status=status, token=tokens.token_of(number), unit_id=str(unit_id))
 
@@ -133,35 +166,66 @@ def superseded_id(conn: psycopg.Connection[Any], project: str, token: str) -> An
         raise ValidationError("supersedes", f"no unit {token} in project {project}") from error
 
 
-def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidate], *,
-                  fold_now: bool = True) -> dict[str, Any]:
-    """Bulk write path: gate every candidate first (outside any transaction, so no lock waits on a gate), then
-    count the rejections, capture the rest in the inbox and fold them in one transaction."""
+def _gate_chunk(chunk: list[tuple[gates.Candidate, list[list[int]]]]) -> list[str | None]:
+    """The gates' verdicts on a chunk of candidates with their projects' canon: what a gate worker runs."""
+    return [gates.gate(candidate, canon_chunks) for candidate, canon_chunks in chunk]
+
+
+_GATE_POOLS: dict[int, ProcessPoolExecutor] = {}
+# The gates are pure Python: threads of one process gate one at a time anyway (the GIL), so the others wait here,
+# releasing it, and a reader's thread competes with one gating thread instead of every writer's.
+_GATING = threading.BoundedSemaphore(1)
+
+
+def _gate_pool(workers: int) -> ProcessPoolExecutor:
+    """A process pool that gates in parallel (the gates are pure Python: threads would share one core), forked
+    from this process, which has the gates loaded; kept for the process's next batches."""
+    pool = _GATE_POOLS.get(workers)
+    if pool is None:
+        gates.gate(gates.validate(project="warm", kind="note", type="semantic", title="warm", body="warm"))
+        pool = _GATE_POOLS[workers] = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    return pool
+
+
+def gate_all(conn: psycopg.Connection[Any], candidates: list[gates.Candidate],
+             workers: int = 1) -> list[str | None]:
+    """Each candidate's rejection reason (None: it passes), in order; in `workers` processes for a large batch."""
     canons: dict[str, list[list[int]]] = {}
-    passed: list[gates.Candidate] = []
-    rejections: list[tuple[gates.Candidate, str]] = []
     for candidate in candidates:
         if candidate.project not in canons:
             canons[candidate.project] = canon.canon_of(conn, candidate.project)
-        reason = gates.gate(candidate, canons[candidate.project])
+    items = [(candidate, canons[candidate.project]) for candidate in candidates]
+    if workers <= 1 or len(items) < V.GATE_PROCESS_MIN_BATCH:
+        with _GATING:
+            return _gate_chunk(items)
+    size = -(-len(items) // (workers * V.GATE_CHUNKS_PER_WORKER))
+    chunks = [items[i:i + size] for i in range(0, len(items), size)]
+    return [reason for verdicts in _gate_pool(workers).map(_gate_chunk, chunks) for reason in verdicts]
+
+
+def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidate], *,
+                  fold_now: bool = True, gate_workers: int = 1) -> dict[str, Any]:
+    """Bulk write path: gate every candidate first (outside any transaction, so no lock waits on a gate; in
+    `gate_workers` processes for a large batch), then count the rejections per (project, feed, reason), capture the
+    rest in the inbox and fold them in one transaction."""
+    with tracing.span("memory.remember.gates", candidates=len(candidates)):
+        verdicts = gate_all(conn, candidates, gate_workers)
+    passed = [gates.without_source_text(c) for c, reason in zip(candidates, verdicts, strict=True) if not reason]
+    rejections: dict[tuple[str, str, str], tuple[gates.Candidate, int]] = {}
+    for candidate, reason in zip(candidates, verdicts, strict=True):
         if reason:
-            rejections.append((candidate, reason))
-        else:
-            passed.append(gates.without_source_text(candidate))
+            key = (candidate.project, candidate.feed, reason)
+            first, count = rejections.get(key, (candidate, 0))
+            rejections[key] = (first, count + 1)
     rejected: dict[str, int] = {}
-    with conn.transaction():
-        for candidate, reason in rejections:
-            record_rejection(conn, candidate, reason)
-            rejected[reason] = rejected.get(reason, 0) + 1
+    with tracing.span("memory.remember.fold", candidates=len(passed)), conn.transaction():
+        for (_, _, reason), (candidate, count) in rejections.items():
+            record_rejection(conn, candidate, reason, count)
+            rejected[reason] = rejected.get(reason, 0) + count
         captured = capture(conn, passed)
-        folded = fold(conn, ids=inbox_ids(conn, passed)) if fold_now and passed else {"inserted": 0}
+        keys = list(dict.fromkeys(c.idempotency_key for c in passed))
+        folded = fold(conn, keys=keys) if fold_now and passed else {"inserted": 0}
     return {"captured": captured, "inserted": folded["inserted"], "rejected": rejected}
-
-
-def inbox_ids(conn: psycopg.Connection[Any], candidates: list[gates.Candidate]) -> list[int]:
-    """The inbox ids of captured candidates, by idempotency key."""
-    keys = [c.idempotency_key for c in candidates]
-    return [row[0] for row in conn.execute("SELECT id FROM memory_inbox WHERE idempotency_key = ANY (%s)", (keys,))]
 
 
 def correct(conn: psycopg.Connection[Any], project: str, token: str, *, title: str | None = None,

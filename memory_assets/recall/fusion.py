@@ -7,6 +7,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from memory_assets import tracing
 from memory_assets import vocabulary as V
 from memory_assets.recall import cues
 
@@ -17,6 +18,7 @@ def _entry() -> dict[str, Any]:
     return {"dense": None, "sparse": None, "rrf": 0.0, "scores": 0.0}
 
 
+@tracing.traced("memory.recall.fusion", tracing.candidates)
 def fuse(dense: list[tuple[Any, ...]], sparse: list[tuple[Any, ...]], weights: tuple[float, float]) -> Fused:
     """Each leg's scores min-max normalised and weighted, mixed with weighted RRF; a unit first in both scores 1."""
     wd, ws = (weights[0] if dense else 0.0), (weights[1] if sparse else 0.0)
@@ -45,6 +47,16 @@ def seeds(fused: Fused, episodic: set[str]) -> list[str]:
     """The best-scoring episodic candidates, whose neighbouring turns share their relevance."""
     best = sorted(fused, key=lambda u: -fused[u]["relevance"])[: V.CONTEXT_SEEDS]
     return [u for u in best if u in episodic]
+
+
+def of_seeds(neighbours: list[tuple[Any, ...]], seeds: list[str],
+             details: dict[str, dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """The (seed, neighbour, distance) rows of the seeds, among the turns next to every episodic candidate, whose
+    turns share a session (any of their sources')."""
+    chosen = set(seeds)
+    return [row for row in neighbours
+            if row[0] in chosen and not set(details[row[0]]["sessions"] or ()).isdisjoint(
+                details[row[1]]["sessions"] or ())]
 
 
 def spread_to_neighbours(fused: Fused, neighbours: list[tuple[Any, ...]]) -> None:
@@ -80,6 +92,7 @@ def lift_sessions(fused: Fused, details: dict[str, dict[str, Any]]) -> None:
             entry["relevance"] += entry["session"]
 
 
+@tracing.traced("memory.recall.score")
 def score(fused: Fused, details: dict[str, dict[str, Any]], query: str, at: datetime) -> None:
     """Final score: relevance (with the persona and time cues) * (0.7 + 0.2 importance + 0.1 recency)."""
     named = cues.named_words(query)

@@ -1,61 +1,101 @@
-"""The recall legs and follow-ups as SQL: dense (exact or HNSW), sparse (IDF), neighbouring turns, details, text."""
+"""The recall legs and follow-ups as SQL: every candidate with what scoring reads of it in one statement, the
+cited text of the top k, and the dense leg alone (what bench/recall.py sets beside numpy)."""
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from memory_assets import embeddings
+from memory_assets import embeddings, tracing
 from memory_assets import vocabulary as V
 from memory_assets.database import query
-from memory_assets.recall.request import hnsw_candidates
+from memory_assets.recall.request import hnsw_candidates, send_request_context
 
-Row = tuple[Any, ...]  # (unit_id, score or distance, episodic)
+Row = tuple[Any, ...]  # (unit_id, score or distance, episodic); neighbours: (seed, unit_id, distance)
+DETAILS = ("number", "importance", "trust", "valid_from", "personas", "session_id", "recency", "sessions")
+
+
+class Candidates(NamedTuple):
+    """One request's candidates: each leg's rows in rank order, the turns next to every episodic candidate (their
+    sessions are in the details), and what scoring reads of every unit among them (by unit id)."""
+
+    model_key: str
+    units: int
+    dense: list[Row]
+    sparse: list[Row]
+    near: list[Row]
+    details: dict[str, dict[str, Any]]
+
+
+@functools.cache
+def composed(name: str, model_key: str) -> sql.Composed:
+    """A named query with the model's dimension and key composed in (the partial HNSW index needs literals)."""
+    spec = embeddings.model_spec(model_key)
+    return sql.SQL(query(name)).format(dim=sql.SQL(str(int(spec.dim))), model=sql.Literal(model_key))
+
+
+def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key: str, vector: Any,
+               sparse: bool) -> Candidates:
+    """Both legs, the neighbouring turns and the scoring details in one prepared statement, after the request's
+    context (HNSW knobs) in the same round trip when the connection is in pipeline mode.
+
+    `model_key` is the model `vector` was encoded for (None: no dense leg); a serving model that differs gives no
+    dense rows and says which model serves.
+    """
+    send_request_context(conn, params["project"], params["k"])
+    statement = {**params, **embeddings.SERVING_MODEL_PARAMS, "vector": vector, "dense": vector is not None,
+                 "sparse": sparse, "window": V.CONTEXT_WINDOW,
+                 "hnsw_min": V.HNSW_MIN_PROJECT_UNITS, "hnsw_candidates": hnsw_candidates(params["k"]),
+                 "overfetch": hnsw_candidates(params["k"]) * V.HNSW_OVERFETCH}
+    with tracing.span("memory.recall.legs") as span:
+        rows = conn.execute(composed("recall/candidates", model_key), statement, prepare=True).fetchall()
+        found = unpack(rows)
+        tracing.record(span, dense=len(found.dense), sparse=len(found.sparse), near=len(found.near),
+                       rows=len(found.details))
+    return found
+
+
+def unpack(rows: list[Row]) -> Candidates:
+    """The statement's rows (one per unit, or one empty row with the context) as legs, neighbours and details."""
+    dense: list[tuple[int, Row]] = []
+    sparse: list[tuple[int, Row]] = []
+    near: list[Row] = []
+    details: dict[str, dict[str, Any]] = {}
+    for (_, _, unit_id, distance, dense_rank, score, sparse_rank, episodic, *scoring, near_of, near_distance) in rows:
+        if unit_id is None:
+            continue
+        if dense_rank is not None:
+            dense.append((dense_rank, (unit_id, distance, episodic)))
+        if sparse_rank is not None:
+            sparse.append((sparse_rank, (unit_id, score, episodic)))
+        if near_of:
+            near.extend((seed, unit_id, turns) for seed, turns in zip(near_of, near_distance, strict=True))
+        details[unit_id] = dict(zip(DETAILS, scoring, strict=True))
+    dense.sort(key=lambda ranked: ranked[0])
+    sparse.sort(key=lambda ranked: ranked[0])
+    return Candidates(rows[0][0], int(rows[0][1]), [row for _, row in dense], [row for _, row in sparse], near,
+                      details)
 
 
 def dense_leg(conn: psycopg.Connection[Any], params: dict[str, Any], model_key: str, project_units: int) -> list[Row]:
-    """Cosine search over the serving model's current vectors, every filter applied before the final LIMIT.
-
-    Exact for projects under HNSW_MIN_PROJECT_UNITS; above, the HNSW first phase for HNSW_CANDIDATES (or k) rows,
-    falling back to exact when its over-fetch leaves fewer than that (bench/recall.py measures both paths).
-    """
+    """The dense leg alone (bench/recall.py's search figure): exact under HNSW_MIN_PROJECT_UNITS, else the HNSW
+    first phase for HNSW_CANDIDATES (or k) rows, falling back to exact when its over-fetch leaves fewer."""
     exact = query("recall/dense_exact")
     if project_units < V.HNSW_MIN_PROJECT_UNITS:
         return conn.execute(exact, params).fetchall()
     wanted = {**params, "candidates": hnsw_candidates(params["k"])}
     overfetch = wanted["candidates"] * V.HNSW_OVERFETCH
-    spec = embeddings.model_spec(model_key)
-    approximate = sql.SQL(query("recall/dense_hnsw")).format(dim=sql.SQL(str(int(spec.dim))),
-                                                             model=sql.Literal(model_key))
-    rows = conn.execute(approximate, {**wanted, "overfetch": overfetch}).fetchall()
+    rows = conn.execute(composed("recall/dense_hnsw", model_key), {**wanted, "overfetch": overfetch}).fetchall()
     return rows if len(rows) >= wanted["candidates"] else conn.execute(exact, wanted).fetchall()
 
 
-def sparse_leg(conn: psycopg.Connection[Any], params: dict[str, Any], terms: list[str], units: int) -> list[Row]:
-    """Full-text candidates scored by the summed IDF of the query terms each one contains.
-
-    `units` is the project's numbered-unit count (memory_projects.last_number): the N of the IDF, read for free.
-    """
-    return conn.execute(query("recall/sparse"), {**params, "terms": terms, "units": float(max(units, 1))}).fetchall()
-
-
-def neighbours(conn: psycopg.Connection[Any], params: dict[str, Any], seeds: list[str]) -> list[Row]:
-    """(seed, neighbour, distance) for the recallable episodic turns next to each seed in the same session."""
-    return conn.execute(query("recall/neighbours"), {**params, "ids": seeds, "window": V.CONTEXT_WINDOW}).fetchall()
-
-
-def details(conn: psycopg.Connection[Any], ids: list[str], historical: bool, reader: str) -> dict[str, dict[str, Any]]:
-    """What scoring reads of each candidate (number, importance, trust, validity, visible personas and session)."""
-    with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(query("recall/details"), {"ids": ids, "historical": historical, "reader": reader})
-        return {r["unit_id"]: r for r in rows.fetchall()}
-
-
+@tracing.traced("memory.recall.citations", tracing.rows)
 def cited_text(conn: psycopg.Connection[Any], ids: list[str], reader: str) -> dict[str, dict[str, Any]]:
     """The hits' text, validity and the citations their reader may see."""
     with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(query("recall/cited_text"), {"ids": ids, "reader": reader})
+        rows = cur.execute(query("recall/cited_text"), {"ids": ids, "reader": reader}, prepare=True)
         return {r["unit_id"]: r for r in rows.fetchall()}

@@ -74,12 +74,18 @@ class RequestContext(NamedTuple):
     ef_search: int
 
 
+def send_request_context(conn: psycopg.Connection[Any], project: str, k: int) -> psycopg.Cursor[Any]:
+    """Send the request's first read, which sets the HNSW knobs for the project's size (in pipeline mode it waits
+    for nothing: its row comes back with the next statement's)."""
+    ef_floor = max(V.HNSW_EF_SEARCH, hnsw_candidates(k) * V.HNSW_OVERFETCH)
+    return conn.execute(named_query("recall/request_context"), {
+        **embeddings.SERVING_MODEL_PARAMS, "project": project, "ef_floor": ef_floor,
+        "ef_max": max(ef_floor, V.HNSW_EF_SEARCH_MAX)}, prepare=True)
+
+
 def request_context(conn: psycopg.Connection[Any], project: str, k: int) -> RequestContext:
     """The serving model and the project's size in the request's first read, with the HNSW knobs set for its size."""
-    ef_floor = max(V.HNSW_EF_SEARCH, hnsw_candidates(k) * V.HNSW_OVERFETCH)
-    row = one(conn.execute(named_query("recall/request_context"), {
-        **embeddings.SERVING_MODEL_PARAMS, "project": project, "ef_floor": ef_floor,
-        "ef_max": max(ef_floor, V.HNSW_EF_SEARCH_MAX)}))
+    row = one(send_request_context(conn, project, k))
     return RequestContext(str(row[0]), int(row[1]), int(row[2]))
 
 
@@ -93,4 +99,4 @@ def request_params(project: str, terms: list[str], k: int, at: datetime, histori
     return {"project": project, "reader": reader, "at": at, "historical": historical,
             "kinds": list(kinds) if kinds else None, "types": list(types) if types else None,
             "paths": list(paths) if paths else None,
-            "k": k, "candidates": max(V.RECALL_CANDIDATES, k), "tsquery": " | ".join(terms)}
+            "k": k, "candidates": max(V.RECALL_CANDIDATES, k), "tsquery": " | ".join(terms), "terms": terms}

@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from memory_assets import authz, embeddings
+from memory_assets import authz, embeddings, tracing
 from memory_assets import vocabulary as V
 from memory_assets.recall import fusion
-from memory_assets.recall.legs import cited_text, dense_leg, details, neighbours, sparse_leg
-from memory_assets.recall.request import request_context, request_params, tsquery_terms, validate_query
+from memory_assets.recall.legs import candidates, cited_text
+from memory_assets.recall.request import request_params, tsquery_terms, validate_query
 
 QueryEncoder = Callable[[str, str], "np.ndarray[Any, Any] | None"]  # (model key, query) -> vector, None if unavailable
 
@@ -60,6 +60,7 @@ class RecallResult:
         return self.hits[index]
 
 
+@tracing.traced("memory.recall", tracing.fields("mode", "hits", "notes"))
 def recall(conn: psycopg.Connection[Any], project: str, query: str, k: int = V.RECALL_DEFAULT_K, *,
            as_of: datetime | None = None, kinds: Sequence[str] | None = None, types: Sequence[str] | None = None,
            paths: Sequence[str] | None = None, actor: authz.Actor | None = None,
@@ -71,36 +72,36 @@ def recall(conn: psycopg.Connection[Any], project: str, query: str, k: int = V.R
     actor = actor or authz.Actor.reader(project)
     at = as_of or datetime.now(UTC)
     terms = tsquery_terms(query)
+    tracing.annotate(project=project, k=k, legs=legs, terms=len(terms), historical=as_of is not None)
     params = request_params(project, terms, k, at, as_of is not None, kinds, types, paths, reader=actor.name)
     notes: list[str] = []
     # the query is encoded before the transaction opens: a slow model never holds a connection in a transaction
     encoded_for, vector = None, None
     if legs in ("hybrid", "dense") and encoder is not None:
-        encoded_for = embeddings.serving_model(conn)
-        vector = encoder(encoded_for, query)
-    with authz.scoped(conn, actor):
-        model_key, size, _ = request_context(conn, project, k)
-        if vector is not None and model_key != encoded_for:  # the serving model switched in between
+        with tracing.span("memory.recall.encode") as encoding:
+            encoded_for = embeddings.serving_model(conn)
+            vector = encoder(encoded_for, query)
+            tracing.record(encoding, model=encoded_for, vector=vector is not None)
+    # pipeline mode: after BEGIN, the role and scopes, the context and every candidate come back in one round trip
+    with conn.pipeline(), authz.scoped(conn, actor):
+        found = candidates(conn, params, encoded_for or V.DEFAULT_SERVING_MODEL,
+                           vector, bool(terms) and legs in ("hybrid", "sparse"))
+        if vector is not None and found.model_key != encoded_for:  # the serving model switched in between
             vector = None
-            notes.append(f"the serving model changed to {model_key} during the request")
+            notes.append(f"the serving model changed to {found.model_key} during the request")
         elif vector is None and legs != "sparse":
             notes.append("no query vector: the embedding model is unavailable")
-        dense: list[tuple[Any, ...]] = []
-        if vector is not None:
-            params.update(vector=vector, model=model_key)
-            dense = dense_leg(conn, params, model_key, size)
-            if not dense:
-                notes.append(f"no vectors of the serving model {model_key} match")
-        sparse = sparse_leg(conn, params, terms, size) if terms and legs in ("hybrid", "sparse") else []
+        elif vector is not None and not found.dense:
+            notes.append(f"no vectors of the serving model {found.model_key} match")
+        dense, sparse, scoring = found.dense, found.sparse, found.details
         mode = "hybrid" if dense and terms else ("dense_only" if dense else "sparse_only")
         fused = fusion.fuse(dense, sparse, weights)
         if fused and V.CONTEXT_WEIGHT > 0:
             seeds = fusion.seeds(fused, {row[0] for row in dense + sparse if row[2]})
             if seeds:
-                fusion.spread_to_neighbours(fused, neighbours(conn, params, seeds))
+                fusion.spread_to_neighbours(fused, fusion.of_seeds(found.near, seeds, scoring))
         if not fused:
             return RecallResult(hits=[], mode=mode, notes=notes)
-        scoring = details(conn, list(fused), as_of is not None, actor.name)
         fusion.lift_sessions(fused, scoring)
         fusion.score(fused, scoring, query, at)
         top = fusion.ranked(fused, scoring, k)

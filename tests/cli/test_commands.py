@@ -184,3 +184,24 @@ def test_remember_refuses_control_characters_and_bad_ids(clean):
                            (["--supersedes", "42"], "supersedes: must be a token like mem-<n>")):
         result = run(*base, *extra)
         assert result.exit_code == 2 and message in result.stderr, extra
+
+
+def test_import_streams_batches_and_reports_bad_lines_across_them(clean, tmp_path):
+    """More lines than one batch: each batch gated in worker processes while the next is read; bad lines and a
+    rejected secret in different batches are reported by number, everything else imports."""
+    lines = [json.dumps({**GOOD, "title": f"Fact {i}", "body": f"Service {i} needs {i % 7 + 1} GiB because of batch "
+                                                              f"{i}.", "task_id": f"T-{i}"})
+             for i in range(1, 2 * V.IMPORT_BATCH + 101)]
+    lines[4] = "{not json"
+    lines[V.IMPORT_BATCH + 499] = json.dumps({**GOOD, "title": "x" * 81})
+    lines[V.IMPORT_BATCH + 199] = json.dumps({**GOOD, "title": "Key", "body": "Deploy with AKIA" + "Q3ZX7KD4LMNPW2RT."})
+    lines[-1] = json.dumps({**GOOD, "kind": "opinion"})
+    path = tmp_path / "units.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    result = run("import", str(path), "--json")
+    assert result.exit_code == 2
+    summary = json.loads(result.stdout)
+    assert [e.split(":")[0] for e in summary["errors"]] == [
+        "line 5", f"line {V.IMPORT_BATCH + 500}", f"line {len(lines)}"]
+    assert summary["rejected"] == {V.REASON_SECRET: 1}
+    assert summary["captured"] == summary["inserted"] == len(lines) - 4

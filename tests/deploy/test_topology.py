@@ -26,10 +26,11 @@ from dagster import DagsterRunStatus
 from dagster_graphql import DagsterGraphQLClient
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from memory_assets import embeddings
 from memory_assets.defs.partitions import model_day_key
-from tests.cases import REPO, T2
+from tests.cases import REPO, T1, T2
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(900)  # about 5 min on a quiet machine; a loaded one takes twice that
 
 BIN = Path(sys.executable).parent
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]
@@ -39,7 +40,11 @@ REPOSITORY = "__repository__"  # the name Dagster gives the repository of a @def
 # `dagster` database the other tests' instances share
 DAGSTER_DATABASE = "dagster_topology"
 STARTUP_S = 90
-RUNS_S = 180
+RUNS_S = 300  # two embedding runs one at a time (the backfill and the sensor's), on a loaded machine
+FRESH_S = 60  # issue #14: a new or corrected unit is served by the dense leg this soon while the daemon runs
+# ...on a machine where an embedding run takes well under that. Where runs take longer (a shared machine under load),
+# the bound is this many times the slowest run's own time (start to end; starting one costs about as much again)
+RUN_SLACK = 2
 # One process per run instead of one per step (the executor is each run's choice, not the deployment's): on two
 # cores, step processes that each import torch and the code location do not finish in the test's time.
 IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
@@ -267,16 +272,50 @@ def topology(mem, tmp_path) -> Iterator[tuple[Processes, DagsterGraphQLClient, i
     assert not (tmp_path / "no_embedded_server" / "pg").exists(), "a process started an embedded server"
 
 
-def test_the_deployment_runs_jobs_and_backfills_through_graphql(topology, mem):
+EMBED_RUNS = """
+{ runsOrError(filter: {pipelineName: "embed_day", statuses: [SUCCESS]}) {
+    __typename ... on Runs { results { runId startTime endTime } } } }"""
+
+
+def slowest_embedding_run(port: int) -> float:
+    """Seconds from start to end of the slowest successful embed_day run (the sensor's) so far: what loading the
+    model and embedding costs on this machine now, without the time a run waited in the queue."""
+    runs = graphql(port, EMBED_RUNS)["runsOrError"]
+    assert runs["__typename"] == "Runs" and runs["results"], runs
+    return max(r["endTime"] - r["startTime"] for r in runs["results"])
+
+
+def dense_served(mem, project: str, token: str, query: str) -> bool:
+    """Whether recall serves the unit from the dense leg (a vector of the serving model at its current revision)."""
+    return any(hit.token == token and hit.components.get("dense") is not None
+               for hit in mem.recall(project, query, k=5))
+
+
+def seconds_until_dense(processes: Processes, mem, project: str, token: str, query: str, since: float,
+                        limit: float) -> float:
+    """Seconds from `since` until recall first serves the unit from the dense leg (polled every half second)."""
+    deadline = since + limit
+    while time.monotonic() < deadline:
+        processes.check_alive()
+        if dense_served(mem, project, token, query):
+            return time.monotonic() - since
+        time.sleep(0.5)
+    raise AssertionError(f"{token} not served by the dense leg within {limit:.0f} s\n{processes.tails()}")
+
+
+def test_the_deployment_runs_jobs_and_backfills_through_graphql(topology, mem, embedder):
     """With schedules and sensors running, a partitioned ledger run and a two-partition re-embedding backfill,
-    launched through the webserver, queued, dequeued by the daemon and run by the code server, succeed."""
+    launched through the webserver, queued, dequeued by the daemon and run by the code server, succeed; then the
+    embedding sensor keeps the dense leg fresh: a new unit of an already materialised day and a corrected unit of
+    an older day are served by it within 60 s (issue #14 item 3; twice one run's time where runs are slower than
+    that), with nobody launching a run."""
     processes, client, web_port = topology
     state = automation(web_port)
     assert state["schedules"] and state["sensors"]
     assert {s["name"]: s["scheduleState"]["status"] for s in state["schedules"]} == \
         {s["name"]: "RUNNING" for s in state["schedules"]}
     assert {s["name"]: s["sensorState"]["status"] for s in state["sensors"]} == \
-        {s["name"]: "RUNNING" for s in state["sensors"]}
+        dict.fromkeys(("embedding_sensor", "inbox_sensor", "project_sensor"), "RUNNING")
     assert all(d["healthy"] for d in state["daemons"] if d["required"]), state["daemons"]
 
     # written after the sensors' first ticks: the project sensor's bundle run comes only at its next tick (5 min)
@@ -312,3 +351,35 @@ def test_the_deployment_runs_jobs_and_backfills_through_graphql(topology, mem):
     with mem.connection() as conn:
         embedded = conn.execute("SELECT count(*) FROM memory_embeddings WHERE model_key = %s", (T2,)).fetchone()
     assert embedded == (len(UNITS),)  # the run processes reached the ledger through DATABASE_URL
+
+    # Fresh embeddings. The sensor embedded today's serving-model partition for UNITS already (they were
+    # remembered after its first tick); once the dense leg serves them, today's partition is materialised.
+    for token, (_, body) in zip(tokens, UNITS, strict=True):
+        wait_until(processes, RUNS_S, lambda t=token, q=body: dense_served(mem, "deploy", t, q), f"{token} embedded")
+    old_day = today - timedelta(days=30)
+    old = mem.remember(project="deploy", kind="env", type="semantic", title="Backups run nightly",
+                       body="Backups run at 02:00 because the storage array is idle then.", task_id="T-old")
+    with mem.connection() as conn:
+        conn.execute("UPDATE memory_units SET created_at = created_at - interval '30 days' WHERE id = %s",
+                     (old.unit_id,))
+        embeddings.embed_day(conn, embedder, old_day)  # its old day's partition, as that day's run left it
+    assert dense_served(mem, "deploy", old.token, "Backups run at 02:00")
+    run_s = slowest_embedding_run(web_port)  # the sensor's run for UNITS: what one run costs on this machine now
+    limit = max(FRESH_S, RUN_SLACK * run_s)
+
+    body = "Log rotation keeps 14 days because the audit policy asks for two weeks."
+    new = mem.remember(project="deploy", kind="env", type="semantic", title="Logs rotate fortnightly", body=body,
+                       task_id="T-new")
+    fresh = seconds_until_dense(processes, mem, "deploy", new.token, body, time.monotonic(), limit)
+
+    corrected = "Backups run at 03:30 because the storage array is idle then."
+    mem.correct("deploy", old.token, body=corrected)
+    assert not dense_served(mem, "deploy", old.token, corrected)  # its old vector is never served
+    refreshed = seconds_until_dense(processes, mem, "deploy", old.token, corrected, time.monotonic(), limit)
+    with mem.connection() as conn:
+        rows = conn.execute("SELECT (u.created_at AT TIME ZONE 'UTC')::date, e.unit_revision = u.revision "
+                            "FROM memory_units u JOIN memory_embeddings e ON e.unit_id = u.id AND e.model_key = %s "
+                            "WHERE u.id = %s", (T1, old.unit_id)).fetchall()
+    assert rows == [(old_day, True)]
+    print(f"fresh embeddings: new unit {fresh:.1f} s, corrected unit of {old_day} {refreshed:.1f} s "
+          f"(bound {limit:.0f} s; slowest embedding run {run_s:.0f} s)")

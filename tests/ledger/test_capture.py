@@ -305,3 +305,33 @@ def test_a_quadratic_source_text_gates_in_bounded_time_outside_the_transaction(m
                           source_text=source)
     assert time.perf_counter() - started < 5
     assert result.reason == V.REASON_VERBATIM_FILE_TEXT
+
+
+def test_worker_processes_gate_a_batch_as_this_process_does(conn):
+    """remember_many's parallel gates (issue #15: the import gates in one process per core) give every candidate
+    the verdict the serial gates give, in order, secrets and exclusions included."""
+    rows = [gates.validate(project="acme", kind="env", type="semantic", title=f"Service {i} port",
+                           body=f"Service {i} listens on port {8000 + i} because the proxy maps it.", task_id=f"T-{i}")
+            for i in range(V.GATE_PROCESS_MIN_BATCH + 40)]
+    for i, (_, text, _) in enumerate(SECRETS):
+        rows[7 * i] = gates.validate(project="acme", kind="env", type="semantic", title=f"Key {i}",
+                                     body=f"Deploy with {text} on staging.", task_id=f"S-{i}")
+    rows[5] = gates.validate(**EXCLUSION_CASES[2][1], project="acme", type="semantic", title="t")
+    serial = capture.gate_all(conn, rows, workers=1)
+    assert capture.gate_all(conn, rows, workers=2) == serial
+    assert serial.count(V.REASON_SECRET) == len(SECRETS) and serial[5] == V.REASON_TASK_STATE
+    counts = capture.remember_many(conn, rows, gate_workers=2)
+    assert counts["captured"] == counts["inserted"] == len(rows) - len(SECRETS) - 1
+    assert counts["rejected"] == {V.REASON_SECRET: len(SECRETS), V.REASON_TASK_STATE: 1}
+    assert conn.execute("SELECT sum(count) FROM memory_rejections").fetchone()[0] == len(SECRETS) + 1
+
+
+def test_fold_takes_a_day_or_keys_and_folds_only_those(conn):
+    rows = [gates.validate(**{**FACT, "title": f"Relay vendor {i}"}, task_id=f"T-{i}") for i in range(3)]
+    assert capture.remember_many(conn, rows, fold_now=False)["inserted"] == 0
+    assert capture.fold(conn, keys=[rows[0].idempotency_key])["inserted"] == 1
+    assert capture.fold(conn, day=datetime.now(UTC).date() - timedelta(days=1))["inserted"] == 0
+    assert capture.fold(conn, day=datetime.now(UTC).date())["inserted"] == 2
+    assert conn.execute("SELECT array_agg(number ORDER BY number) FROM memory_units").fetchone()[0] == [1, 2, 3]
+    with pytest.raises(TypeError):
+        capture.fold(conn)

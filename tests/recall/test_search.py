@@ -1,6 +1,7 @@
 """Hybrid recall end to end on the real store: legs, filters before LIMIT, as_of, RLS, visibility, cues."""
 
 import math
+import tempfile
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -10,6 +11,7 @@ import memory_assets
 from memory_assets import authz, embeddings, lifecycle
 from memory_assets import vocabulary as V
 from memory_assets.errors import ValidationError
+from memory_assets.recall import recall
 from tests.cases import SERVING_MODEL as T1
 from tests.cases import embed_all
 
@@ -294,3 +296,24 @@ def test_as_of_does_not_serve_an_episode_after_its_ttl_expiry(mem, conn, embedde
     assert mem.recall("acme", query, as_of=expired_at).hits == []  # expired at that instant
     assert mem.recall("acme", query, as_of=expired_at + timedelta(days=2)).hits == []
     assert mem.recall("acme", query).hits == []
+
+
+def test_a_recall_waits_on_the_server_five_times(mem, conn, embedder):
+    """Seven statements, five waits: the serving model (before encoding), the transaction's start, then the role
+    and scopes, the request's context and every candidate with what scoring reads of it in one round trip
+    (pipeline mode, one statement), the cited text, the commit. Before: ten statements, each a round trip."""
+    for i, (title, body) in enumerate(HYBRID_FIXTURE):
+        mem.remember(project="acme", kind="note", type="episodic", title=title, body=body, session_id="S-1",
+                     task_id=f"T-{i}")
+    embed_all(conn, embedder)
+    conn.commit()
+    with tempfile.TemporaryFile("w+") as trace:
+        conn.pgconn.trace(trace.fileno())
+        result = recall(conn, "acme", QUERY, k=3, encoder=lambda model, query: embedder.encode([query])[0])
+        conn.pgconn.untrace()
+        trace.seek(0)
+        sent = [fields[3].split()[0] for fields in (line.split("\t") for line in trace) if fields[1:2] == ["F"]]
+    assert result.mode == "hybrid" and len(result) == 3
+    waits = [m for m, after in zip(sent, [*sent[1:], None], strict=True) if m in ("Sync", "Flush", "Query")
+             and after not in ("Sync", "Flush")]  # consecutive syncs and flushes are one wait
+    assert (len(waits), sum(m in ("Bind", "Query") for m in sent)) == (5, 7), sent

@@ -1,7 +1,7 @@
 """Faults heal by themselves: a killed PostgreSQL server, a killed holder of it, a killed Dagster run, a process
 killed in the middle of the ledger fold or the embedding asset. `make test` runs one of each; `make soak` (marker
-`soak`) repeats them with more writers, more kills and a bigger corpus, and writes its figures to
-bench/results/reliability_faults.json."""
+`soak`) repeats them with more writers, more kills and a bigger corpus, and writes its figures to the faults
+section of bench/results/reliability.json."""
 
 from __future__ import annotations
 
@@ -37,10 +37,9 @@ from memory_assets.defs.ledger.assets import ledger_units
 from memory_assets.defs.partitions import model_day_key
 from memory_assets.gates import validate
 from memory_assets.ledger import capture
-from tests.cases import REPO, SERVING_MODEL
+from tests.cases import REPO, SERVING_MODEL, record_reliability
 
 RECOVERY_BOUND_S = 10.0  # "within seconds": a client serves again this soon after its server was killed
-RESULTS = REPO / "bench" / "results" / "reliability_faults.json"
 embedded_only = pytest.mark.skipif(bool(os.environ.get(V.DATABASE_URL_ENV)),
                                    reason="kills the embedded server; DATABASE_URL names another one")
 
@@ -56,11 +55,9 @@ def home():
 
 
 def record(name: str, figures: dict[str, Any]) -> None:
-    """Add one soak's figures to the results file (the soak run writes it; `make test` writes nothing)."""
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    data[name] = {**figures, "at": datetime.now(UTC).isoformat(timespec="seconds")}
-    RESULTS.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    """Add one soak's figures to the faults section of bench/results/reliability.json (the soak run writes it;
+    `make test` writes nothing)."""
+    record_reliability("faults", name, figures)
 
 
 def kill_postmaster(pgdata: Path) -> int:

@@ -203,7 +203,8 @@ def test_randomized_cross_project_and_cross_persona_reads_leak_nothing(mem, conn
 
 
 def test_mcp_recall_across_projects_and_personas_leaks_nothing(mem, seeded):
-    """The MCP server's recall, for random projects and personas (no persona included), over stdio."""
+    """The MCP server's read tools, for random projects and personas (no persona included), over stdio: recall (now
+    and as of a time) and cite, which answers tokens only."""
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -227,8 +228,80 @@ def test_mcp_recall_across_projects_and_personas_leaks_nothing(mem, seeded):
                 actor = Actor.reader(project, persona)
                 assert_no_leak(found, actor, project, seeded, f"mcp seed {seed_value} trial {trial}")
                 assert found["hits"], "the shared units answer every query"
+                historical = await session.call_tool("recall", {**arguments, "as_of": datetime.now(UTC).isoformat()})
+                assert not historical.isError, historical.content
+                assert_no_leak(json.loads(historical.content[0].text), actor, project, seeded,
+                               f"mcp as_of seed {seed_value} trial {trial}")
+                tokens = " ".join(s.token for s in rng.sample([s for s in seeded if s.token], 6) if s.token)
+                cited = await session.call_tool("cite", {"project": project, "task_id": f"T-iso-{trial}",
+                                                         "text": f"I used {tokens}."})
+                assert not cited.isError, cited.content
+                assert_no_leak(json.loads(cited.content[0].text), actor, None, seeded,
+                               f"mcp cite seed {seed_value} trial {trial}")
 
     asyncio.run(calls())
+
+
+def test_randomized_historical_recall_each_leg_and_filter_leaks_nothing(mem, conn, seeded):
+    """Recall's other SQL paths: as_of (the historical leg, where superseded private units answer), the dense and
+    the sparse leg alone, kind and type filters; as random readers of random projects."""
+    seed_value = int(os.environ.get("ISOLATION_SEED") or random.randrange(2**32))
+    rng = random.Random(seed_value)
+    # just before each supersession: when the superseded (some of them private) units answer as_of questions
+    windows = dict(conn.execute("SELECT id::text, valid_until - interval '1 millisecond' FROM memory_units "
+                                "WHERE status = 'superseded'").fetchall())
+    for trial in range(int(os.environ.get("ISOLATION_TRIALS", "40"))):
+        actor, project = random_actor(rng), rng.choice(PROJECTS)
+        query = QUERY if rng.random() < 0.5 else f"{QUERY} {rng.choice(seeded).marker}"
+        arguments: dict[str, Any] = {"k": rng.randint(1, 50), "legs": rng.choice(("hybrid", "dense", "sparse")),
+                                     "as_of": rng.choice((None, datetime.now(UTC), rng.choice(list(windows.values()))))}
+        if rng.random() < 0.3:
+            arguments["kinds"] = rng.choice((["env"], ["env", "note"], ["gotcha"]))
+        if rng.random() < 0.3:
+            arguments["types"] = rng.choice((["semantic"], ["episodic"]))
+        hits = mem.recall(project, query, actor=actor, **arguments)
+        where = f"seed {seed_value} trial {trial} {project} {arguments}"
+        assert_no_leak([h.as_dict() for h in hits], actor, project, seeded, f"recall {where}")
+        assert len(hits) == 0 or project in actor.read
+    for secret in (s for s in seeded if s.unit_id in windows):  # each superseded unit: its audience only, as of then
+        for persona in READERS:
+            actor = Actor.reader(secret.project, persona)
+            hits = mem.recall(secret.project, f"{QUERY} {secret.marker}", k=50, as_of=windows[str(secret.unit_id)],
+                              actor=actor)
+            assert (secret.token in [h.token for h in hits]) == visible(secret, actor, secret.project), secret
+            assert_no_leak([h.as_dict() for h in hits], actor, secret.project, seeded, f"as_of {secret} {persona}")
+
+
+def test_randomized_cli_reads_leak_nothing(mem, seeded):
+    """The CLI's read commands with --persona (show, recall with --as-of, review list) and stats, in process."""
+    seed_value = int(os.environ.get("ISOLATION_SEED") or random.randrange(2**32))
+    rng = random.Random(seed_value)
+    units = [s for s in seeded if s.token]
+    runner = CliRunner()
+    for trial in range(12):
+        project, persona = rng.choice(PROJECTS), rng.choice(READERS)
+        actor = Actor.reader(project, persona)
+        as_persona = ["--persona", persona] if persona else []
+        where = f"cli seed {seed_value} trial {trial} {project} {persona}"
+        secret = rng.choice(units)
+        shown = runner.invoke(main, ["show", str(secret.token), "--project", project, "--json", *as_persona])
+        # a refusal names the token the caller asked for: check it for markers and ids only
+        assert_no_leak(shown.output, actor, project if shown.exit_code == 0 else None, seeded, f"show {where}")
+        owner = next(s for s in units if s.project == project and s.token == secret.token)
+        assert (shown.exit_code == 0) == visible(owner, actor, project), f"show {secret.token} {where}"
+        query = QUERY if rng.random() < 0.5 else f"{QUERY} {rng.choice(seeded).marker}"
+        at = ["--as-of", datetime.now(UTC).isoformat()] if rng.random() < 0.5 else []
+        found = runner.invoke(main, ["recall", "--project", project, "--query", query, "--k", "50", "--json",
+                                     *at, *as_persona])
+        assert found.exit_code == 0, found.output
+        assert_no_leak(json.loads(found.stdout), actor, project, seeded, f"recall {where}")
+        queue = runner.invoke(main, ["review", "list", "--project", project, "--json", *as_persona])
+        assert queue.exit_code == 0, queue.output
+        assert_no_leak(json.loads(queue.stdout), actor, project, seeded, f"review {where}")
+        waiting = {s.token for s in units if s.review and visible(s, actor, project)}
+        assert {r["token"] for r in json.loads(queue.stdout)} == waiting, f"review {where}"
+    everyone = runner.invoke(main, ["review", "list", "--json"])  # every project, naming no persona
+    assert_no_leak(json.loads(everyone.stdout), Actor.readers(PROJECTS), None, seeded, "review of every project")
 
 
 def test_show_history_review_stats_and_prompt_blocks_hide_another_personas_private_unit(mem, conn):
@@ -436,3 +509,24 @@ def test_cli_forget_refuses_unless_its_actor_is_a_listed_operator(mem, monkeypat
     with pytest.raises(ScopeError, match=V.OPERATORS_ENV):
         Actor.operator("acme", "mallory")
     assert authz.operators() == {"alice", "bob"}
+
+
+def test_the_python_api_forgets_only_as_an_operator_the_deployment_lists(mem, monkeypatch):
+    """Regression: Memory.forget trusted the forget scope of any Actor an in-process caller built for itself; now,
+    like the CLI and the MCP server, it needs a name listed in MEMORY_ASSETS_OPERATORS (and the scope too)."""
+    token = mem.remember(**fact("acme", "zqapiforget")).token
+    self_made = Actor.for_project("acme", "alice", forget=True)
+    monkeypatch.delenv(V.OPERATORS_ENV, raising=False)
+    for actor in (self_made, Actor(V.NO_PERSONA, read=("acme",), forget=("acme",))):
+        with pytest.raises(ScopeError, match=V.OPERATORS_ENV):
+            mem.forget("acme", token, actor, reason="asked")
+    monkeypatch.setenv(V.OPERATORS_ENV, "bob")
+    with pytest.raises(ScopeError, match=V.OPERATORS_ENV):
+        mem.forget("acme", token, self_made, reason="asked")
+    with pytest.raises(ScopeError, match="no forget scope"):  # listed, but an actor without the scope
+        mem.forget("acme", token, Actor("bob", read=("acme",)), reason="asked")
+    status = "SELECT status FROM memory_units WHERE project = 'acme'"
+    with mem.connection() as conn:
+        assert conn.execute(status).fetchone()[0] == V.STATUS_ACTIVE
+        mem.forget("acme", token, Actor.operator("acme", "bob"), reason="asked")
+        assert conn.execute(status).fetchone()[0] == V.STATUS_FORGOTTEN

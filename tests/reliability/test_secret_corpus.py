@@ -22,7 +22,7 @@ from memory_assets import gates, quality
 from memory_assets import vocabulary as V
 from memory_assets.cli import main
 from memory_assets.errors import ValidationError
-from tests.cases import SECRET_BASE, SECRET_CORPUS
+from tests.cases import SECRET_BASE, SECRET_CORPUS, record_reliability
 
 # the fields the MCP server's remember tool takes (feed, model, observed_sha and source_ref it sets itself or not)
 MCP_FIELDS = {"project", "kind", "type", "title", "body", "paths", "keywords", "task_id", "session_id", "persona"}
@@ -159,3 +159,21 @@ def test_the_corpus_holds_no_assembled_credential_in_the_repository():
                       if name in gates.PREFIXED_SECRET_PATTERNS)]
     assert flagged == []
 
+
+
+@pytest.mark.soak
+def test_the_soak_counts_the_corpus_and_how_each_variant_is_refused():
+    """The soak's record of the corpus: every variant refused, by validation (format characters, a credential
+    as a name) or by the gate, in the form `remember` reads it; the counts go to bench/results/reliability.json."""
+    refused: dict[str, int] = {"validation": 0, "gate": 0}
+    for name, fields, _ in SECRET_CORPUS:
+        try:
+            candidate = gates.validate(**corpus_fields(fields))
+        except ValidationError:
+            refused["validation"] += 1
+        else:
+            assert gates.gate(candidate) == V.REASON_SECRET, name
+            refused["gate"] += 1
+    assert sum(refused.values()) == len(SECRET_CORPUS)
+    record_reliability("secret_corpus", "variants", {"cases": len(SECRET_CORPUS), "refused_by": refused,
+                                                      "paths": ["api", "cli import", "mcp"]})

@@ -8,6 +8,7 @@ from memory_assets import curation, embeddings
 from memory_assets import vocabulary as V
 from memory_assets.defs.embeddings.assets import unit_embeddings
 from memory_assets.defs.partitions import daily, days_of
+from memory_assets.defs.traced import traced_asset
 from memory_assets.resources import PostgresResource, RerankerResource
 
 
@@ -18,6 +19,7 @@ from memory_assets.resources import PostgresResource, RerankerResource
     kinds={"postgres"},
     backfill_policy=dg.BackfillPolicy.single_run(),
 )
+@traced_asset
 def curated_units(context: dg.AssetExecutionContext, postgres: PostgresResource,
                   reranker: RerankerResource) -> dg.MaterializeResult[Any]:
     """Units of the day curated against older ones by the serving model's vectors; each revision is curated once."""

@@ -10,6 +10,7 @@ from memory_assets import embeddings
 from memory_assets import vocabulary as V
 from memory_assets.defs.ledger.assets import ledger_units
 from memory_assets.defs.partitions import model_days
+from memory_assets.defs.traced import traced_asset
 from memory_assets.resources import EmbedderResource, PostgresResource
 
 
@@ -21,6 +22,7 @@ from memory_assets.resources import EmbedderResource, PostgresResource
     backfill_policy=dg.BackfillPolicy.single_run(),
     pool=V.EMBEDDING_POOL,
 )
+@traced_asset
 def unit_embeddings(context: dg.AssetExecutionContext, postgres: PostgresResource,
                     embedder: EmbedderResource) -> dg.MaterializeResult[Any]:
     """Version-bound vectors of every unit created that day, for that model; re-running writes nothing new."""

@@ -6,6 +6,7 @@ import dagster as dg
 
 from memory_assets import vocabulary as V
 from memory_assets.defs.partitions import daily, days_of
+from memory_assets.defs.traced import traced_asset
 from memory_assets.ledger import capture, units
 from memory_assets.resources import PostgresResource
 
@@ -16,6 +17,7 @@ from memory_assets.resources import PostgresResource
     kinds={"postgres"},
     backfill_policy=dg.BackfillPolicy.single_run(),
 )
+@traced_asset
 def ledger_units(context: dg.AssetExecutionContext, postgres: PostgresResource) -> dg.MaterializeResult[Any]:
     """Memory units folded from each day's gated inbox rows; re-materialising a day changes nothing."""
     days = days_of(context.partition_time_window)

@@ -8,6 +8,7 @@ from memory_assets import consolidation, decay, embeddings
 from memory_assets import vocabulary as V
 from memory_assets.defs.curation.assets import curated_units
 from memory_assets.defs.partitions import daily, days_of, weekly
+from memory_assets.defs.traced import traced_asset
 from memory_assets.resources import PostgresResource, SummarizerResource
 
 
@@ -18,6 +19,7 @@ from memory_assets.resources import PostgresResource, SummarizerResource
     kinds={"postgres"},
     backfill_policy=dg.BackfillPolicy.single_run(),
 )
+@traced_asset
 def decay_scores(context: dg.AssetExecutionContext, postgres: PostgresResource) -> dg.MaterializeResult[Any]:
     """Per-unit recency, activation, decayed trust and episodic expiry for the day; a re-run gives identical rows."""
     totals: dict[str, int] = {}
@@ -35,6 +37,7 @@ def decay_scores(context: dg.AssetExecutionContext, postgres: PostgresResource) 
     group_name=V.ASSET_GROUP_LIFECYCLE,
     kinds={"postgres", "scikitlearn"},
 )
+@traced_asset
 def consolidation_clusters(context: dg.AssetExecutionContext, postgres: PostgresResource,
                            summarizer: SummarizerResource) -> dg.MaterializeResult[Any]:
     """The week's episodes clustered per project; each cluster becomes one semantic unit linking its members."""

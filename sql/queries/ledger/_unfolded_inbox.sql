@@ -1,4 +1,4 @@
--- Fragment: the unfolded inbox rows (alias i) selected by %(day)s (a UTC receive day) or %(ids)s.
+-- Fragment: the unfolded inbox rows (alias i) with the idempotency keys %(keys)s: one indexed condition, so the
+-- prepared generic plan reads only those rows however large the inbox (ledger.capture.fold reads a day's keys).
 i.unit_id IS NULL
-  AND (%(day)s::date IS NULL OR (i.received_at AT TIME ZONE 'UTC')::date = %(day)s::date)
-  AND (%(ids)s::bigint[] IS NULL OR i.id = ANY (%(ids)s::bigint[]))
+  AND i.idempotency_key = ANY (%(keys)s::text[])

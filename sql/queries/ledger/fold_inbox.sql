@@ -1,4 +1,4 @@
--- Fold unfolded inbox rows (selected by %(day)s or %(ids)s) into the ledger: new content becomes units
+-- Fold unfolded inbox rows (selected by %(keys)s) into the ledger: new content becomes units
 -- numbered after the project's counter, every row becomes a source of the live unit with its content. Content
 -- that was forgotten is never inserted again (bury_inbox.sql links it to the tombstone).
 -- The caller holds the counter rows of %(projects)s locked (ledger.capture.fold) for the transaction.
@@ -7,10 +7,14 @@ WITH cand AS (
     FROM memory_inbox i
     WHERE {ledger/_unfolded_inbox}
       AND i.project = ANY (%(projects)s::text[])
+      AND NOT EXISTS (  -- two probes, each on its own index: an OR of the statuses scanned the whole project
+          SELECT 1 FROM memory_units u
+          WHERE u.project = i.project AND u.kind = i.kind AND u.content_hash = i.content_hash
+            AND u.status IN {live_statuses})
       AND NOT EXISTS (
           SELECT 1 FROM memory_units u
           WHERE u.project = i.project AND u.kind = i.kind AND u.content_hash = i.content_hash
-            AND (u.status IN {live_statuses} OR u.status = {status_forgotten}))
+            AND u.status = {status_forgotten})
     ORDER BY i.project, i.kind, i.content_hash, i.id
 ), numbered AS (
     SELECT c.*, p.last_number + row_number() OVER (PARTITION BY c.project ORDER BY c.id) AS number

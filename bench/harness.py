@@ -1,0 +1,332 @@
+"""One harness for `make bench` and `memory-assets bench`: every benchmark part in its own process, one JSON per
+part and a markdown summary (summary.md) with every goal of issue #15, met or missed by how much."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import multiprocessing
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import common
+
+REPO = Path(__file__).resolve().parent.parent
+SIZES = ("smoke", "default", "full")
+X = "\N{MULTIPLICATION SIGN}"
+
+
+@dataclass(frozen=True)
+class Part:
+    """A benchmark part: the module whose main() runs it, its arguments per size, and what it measures."""
+
+    name: str
+    module: str
+    what: str
+    argv: dict[str, list[str]]
+
+
+PARTS = (
+    Part("ingest", "bench.ingest", "remember() with 1 and 8 writers, bulk import, raw COPY", {
+        "smoke": ["--remember", "20", "--import-size", "200", "--repeats", "1"], "default": [], "full": []}),
+    Part("embed", "bench.embed", "the embedding stage against raw model.encode()", {
+        "smoke": ["--units", "64", "--repeats", "1"], "default": [], "full": []}),
+    Part("recall", "bench.recall", "recall() against numpy at each size (the scale curve)", {
+        "smoke": ["--sizes", "2000", "--queries", "20", "--beside", "0"],
+        "default": ["--sizes", "10000,100000"], "full": ["--sizes", "10000,100000,1000000"]}),
+    Part("freshness", "bench.freshness", "time until a written unit is searchable (memory-assets dev running)", {
+        "smoke": ["--samples", "2", "--corrections", "1"], "default": [], "full": []}),
+    Part("load", "bench.load", "recall under 16 writers and 4 readers against recall alone", {
+        "smoke": ["--units", "200", "--seconds", "5"], "default": [], "full": []}),
+    Part("graph", "bench.scale", "a daily asset-graph run over new units", {
+        "smoke": ["--units", "100"], "default": ["--units", "10000"], "full": ["--units", "10000"]}),
+    Part("tracing", "bench.tracing", "the spans' cost on remember() and recall(), traces off and on", {
+        "smoke": ["--calls", "20", "--span-loops", "10000"], "default": [], "full": []}),
+    Part("peer", "bench.peer_mem0", "memory-assets, mem0 and the encode+numpy floor on LoCoMo, side by side", {
+        "smoke": ["--conversations", "1", "--sessions", "1", "--questions", "5"],
+        "default": ["--conversations", "3"], "full": ["--conversations", "0"]}),
+)
+
+
+def loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def machine() -> dict:
+    """What the figures ran on: CPU model, cores, memory, Python, and the commit."""
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
+    mem_kib = next((int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                    if line.startswith("MemTotal")), 0) if Path("/proc/meminfo").exists() else 0
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem_kib / 2**20, 1),
+            "python": platform.python_version(), "commit": commit.stdout.strip() or None}
+
+
+def _child(module: str, argv: list[str], out: str) -> None:
+    """Run one part's main() with its arguments, its JSON written under `out` (spawned: a fresh process)."""
+    common.RESULTS = Path(out)
+    sys.argv = [module, *argv]
+    importlib.import_module(module).main()
+
+
+def run_part(part: Part, argv: list[str], out: Path, timeout: float | None) -> dict:
+    """One part in a spawned process: status, exit code, seconds, load average and the JSON files it wrote."""
+    if importlib.util.find_spec(part.module) is None:
+        return {"status": "absent", "reason": f"{part.module.replace('.', '/')}.py is not in this tree"}
+    before = {p: p.stat().st_mtime for p in out.glob("*.json")}
+    record: dict = {"argv": argv, "load_before": loadavg()}
+    start = time.perf_counter()
+    process = multiprocessing.get_context("spawn").Process(target=_child, args=(part.module, argv, str(out)))
+    process.start()
+    process.join(timeout)
+    if process.is_alive():  # an interrupt first, so the part's own clean-up stops what it started
+        os.kill(process.pid, signal.SIGINT)
+        process.join(60)
+        if process.is_alive():
+            process.terminate()
+            process.join()
+        record["status"] = "timed out"
+    else:
+        record["status"] = "ok" if process.exitcode == 0 else "failed"
+    record.update(exit_code=process.exitcode, seconds=round(time.perf_counter() - start, 1), load_after=loadavg())
+    record["files"] = sorted(p.name for p in out.glob("*.json") if before.get(p) != p.stat().st_mtime)
+    return record
+
+
+# --- The goals of issue #15, each read from the part that measures it ---------------------------------------------
+
+@dataclass(frozen=True)
+class Goal:
+    """A ratio or rate the issue asks for: where it is read, its bound, and the next step when it is missed."""
+
+    name: str
+    part: str
+    path: tuple[str, ...]
+    bound: float
+    at_most: bool
+    unit: str
+    next_step: str
+
+
+GOALS = (
+    Goal("end-to-end recall p95 / mem0 search() p95 (LoCoMo, encoding included)", "peer",
+         ("ratios", "ours_vs_mem0_p95"), 0.5, True, X,
+         "encode the question faster (ONNX int8 export of the same weights), one round trip per request, "
+         "scoring details inside the legs (issue #15 item 2)"),
+    Goal("recall@10 of evidence / mem0's", "peer", ("ratios", "recall_at_10_ours_vs_mem0"), 2.0, False, X,
+         "multi-hop and open-domain questions: a reranker or query expansion"),
+    Goal("end-to-end recall p95 / encode+numpy floor p95", "peer", ("ratios", "ours_vs_floor_p95"), 1.5, True, X,
+         "the same steps as for mem0: the floor is the question's encoding plus a matrix product"),
+    Goal("recall p95 at 100k units / numpy p95 (ex encoding)", "recall", ("sizes", "100000", "ratio_p95"), 2.0, True,
+         X, "fewer round trips and the scoring details from the legs; ef_search against recall of the exact top 10"),
+    Goal("remember(), one writer", "ingest", ("units_per_second_median", "remember_1"), 1000, False, " units/s",
+         "gates once per candidate over pre-compiled patterns, no per-call detect-secrets set-up (item 3)"),
+    Goal("bulk import (remember_many)", "ingest", ("units_per_second_median", "import"), 5000, False, " units/s",
+         "stream the import and gate in parallel (item 3)"),
+    Goal("embedding stage / raw encode()", "embed", ("ratio_stage_vs_raw_encode",), 0.9, False, X,
+         "overlap reads and writes with encoding"),
+    Goal("recall p95 under 16 writers + 4 readers / alone", "load", ("ratios", "recall_p95_under_load_vs_alone"), 3.0,
+         True, X,
+         "bounded pools, gates off the readers' path, no lock across model calls (item 4)"),
+    Goal("HNSW recall@10 vs exact at 1M units", "recall", ("sizes", "1000000", "recall_at_k_vs_exact"), 0.99, False,
+         "", "a larger ef_search or m, or an exact re-rank of a wider HNSW candidate set"),
+    Goal("recall p95 at 1M units", "recall", ("sizes", "1000000", "ours_ms", "p95"), 20.0, True, " ms",
+         "fewer round trips; partitioned or quantised index"),
+    Goal("daily graph run wall time / sum of its asset times", "graph", ("ratio_wall_vs_asset_times",), 1.5, True,
+         X, "one run for the whole day instead of one per asset"),
+)
+
+
+def read_goal(goal: Goal, results: dict[str, dict]) -> float | None:
+    """The goal's measured value from its part's JSON, or None when that part did not measure it."""
+    data = results.get(goal.part)
+    if not data:
+        return None
+    value: object = data
+    for key in goal.path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def verdict(goal: Goal, value: float | None, parts: dict[str, dict]) -> dict:
+    """Met, missed by how much (a factor of the bound), or not measured and why."""
+    bound = f"{'≤' if goal.at_most else '≥'} {goal.bound:g}{goal.unit}"
+    row = {"goal": goal.name, "bound": bound, "part": goal.part}
+    if value is None:
+        state = parts.get(goal.part, {})
+        why = state.get("reason") or (f"the part {state['status']}" if state.get("status") not in (None, "ok")
+                                      else "not measured at this size")
+        return {**row, "measured": None, "met": None, "verdict": f"not measured: {why}", "next": ""}
+    met = value <= goal.bound if goal.at_most else value >= goal.bound
+    if met:
+        text = "met"
+    elif goal.at_most:
+        text = f"missed: {value / goal.bound:.2f}{X} the bound"
+    else:
+        text = f"missed: {value / goal.bound:.2f} of the target"
+    return {**row, "measured": round(value, 3), "met": met, "verdict": text, "next": "" if met else goal.next_step}
+
+
+# --- Markdown -------------------------------------------------------------------------------------------------------
+
+def cell(value: object) -> str:
+    """A markdown table cell: a dash for nothing, pipes escaped (a model-day partition key holds one)."""
+    return "—" if value is None else str(value).replace("|", "\\|")
+
+
+def table(header: list[str], rows: list[list[object]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+
+
+def peer_section(peer: dict) -> list[str]:
+    if "skipped" in peer:
+        return [f"**Skipped:** {peer['skipped']}"]
+    systems = peer["systems"]
+    lines = [f"{peer['conversations']} LoCoMo conversations, {peer['questions']} questions (categories 1-4), "
+             f"k = {peer['k']}, {peer['peer']['package']} with infer=False ({peer['peer']['llm_calls']} LLM calls, "
+             f"{peer['peer']['network']['non_loopback_connections_refused']} non-loopback connections refused). "
+             f"Load average (1/5/15 min) before the questions {peer['load_average'].get('before_questions')}, "
+             f"after {peer['load_average'].get('after_questions')}.", ""]
+    lines += table(["system", "p50 ms", "p95 ms", "mean ms", "recall@10 of evidence"],
+                   [[name, s["p50_ms"], s["p95_ms"], s["mean_ms"], s["recall_at_10"]] for name, s in systems.items()])
+    ratios = peer["ratios"]
+    lines += ["", f"Ratios: ours / mem0 p95 {ratios['ours_vs_mem0_p95']}{X} (p50 {ratios['ours_vs_mem0_p50']}{X}); "
+              f"ours / floor p95 {ratios['ours_vs_floor_p95']}{X} (p50 {ratios['ours_vs_floor_p50']}{X}); "
+              f"ours / torch floor p95 {ratios.get('ours_vs_floor_torch_p95')}{X}; "
+              f"mem0 / floor p95 {ratios['mem0_vs_floor_p95']}{X}; "
+              f"recall@10 ours / mem0 {ratios['recall_at_10_ours_vs_mem0']}{X}. The floor encodes with recall()'s "
+              f"query encoder ({peer.get('query_encoder')}), the torch floor with the torch model mem0 runs.",
+              f"Ingest: memory-assets {peer['ingest']['memory_assets_s']} s for "
+              f"{peer['ingest']['memory_assets_units']} units (gates, inbox, the asset graph incl. embedding); mem0 "
+              f"{peer['ingest']['mem0']['seconds']} s for {peer['ingest']['mem0']['turns']} add() calls "
+              f"(p50 {peer['ingest']['mem0']['add_ms_p50']} ms each)."]
+    return lines
+
+
+def curve(recall: dict) -> list[dict]:
+    """The scale curve from bench/recall.py's JSON: per size, ours against numpy at p95 and HNSW against exact."""
+    rows = []
+    for size, row in (recall.get("sizes") or {}).items():
+        if not size.isdigit():
+            continue
+        hnsw = (row.get("paths") or {}).get("hnsw", {})
+        rows.append({"units": int(size), "path": row.get("default_path"), "ef_search": row.get("ef_search"),
+                     "ours_p95_ms": (row.get("ours_ms") or {}).get("p95"),
+                     "numpy_p95_ms": (row.get("numpy_ms") or {}).get("p95"), "ratio_p95": row.get("ratio_p95"),
+                     "recall_at_10_vs_exact": row.get("recall_at_k_vs_exact"),
+                     "hnsw_p95_ms": hnsw.get("p95_ms"), "hnsw_recall_at_10_vs_exact": hnsw.get("recall_at_k_vs_exact")})
+    return sorted(rows, key=lambda r: r["units"])
+
+
+def scale_section(recall: dict) -> list[str]:
+    rows = curve(recall)
+    if not rows:
+        return ["No sizes measured."]
+    header = ["units", "path (ef_search)", "ours p95 ms", "numpy p95 ms", "ratio p95", "recall@10 vs exact"]
+    body = [[f"{r['units']:,}", f"{r['path']} ({r['ef_search']})", r["ours_p95_ms"], r["numpy_p95_ms"], r["ratio_p95"],
+             r["recall_at_10_vs_exact"]] for r in rows]
+    return [*table(header, body), "",
+            "Synthetic clustered unit vectors bound to real units written through the write path (bench/recall.py); "
+            "numpy = matrix @ query + argpartition over the same filtered vectors; the query vectors are given (no "
+            "encoding)."]
+
+
+def graph_section(graph: dict) -> list[str]:
+    head = (f"{graph['units']:,} new units: wall {graph['wall_s']} s, sum of asset times "
+            f"{graph['sum_of_asset_times_s']} s (ratio {graph['ratio_wall_vs_asset_times']}{X}), sum of run times "
+            f"{graph['sum_of_run_times_s']} s, {graph['runs']} runs.")
+    body = [[a["asset"], a["partition"], a["steps_s"], a["run_s"]] for a in graph["assets"]]
+    return [head, "", *table(["asset", "partition", "steps s", "run s"], body)]
+
+
+def summary(size: str, info: dict, parts: dict[str, dict], results: dict[str, dict], goals: list[dict]) -> str:
+    m = info["machine"]
+    lines = [f"# Benchmarks ({size} size)", "",
+             f"Ran {info['ran_at']} on {m['cpu'] or 'an unknown CPU'}, {m['cores']} cores, {m['memory_gib']} GiB, "
+             f"Python {m['python']}, commit {m['commit']}. Load average (1/5/15 min) {info['load_before']} at the "
+             f"start, {info['load_after']} at the end. Ratios come from this one run; on a shared machine read them, "
+             "not the absolute times.", "", "## Goals (issue #15)", ""]
+    lines += table(["goal", "bound", "measured", "verdict", "next step"],
+                   [[g["goal"], g["bound"], g["measured"], g["verdict"], g["next"]] for g in goals])
+    lines += ["", "## Parts", ""]
+    lines += table(["part", "what", "status", "seconds", "load before → after", "JSON"],
+                   [[name, next(p.what for p in PARTS if p.name == name), state["status"], state.get("seconds"),
+                     f"{state.get('load_before')} → {state.get('load_after')}" if "load_before" in state else None,
+                     ", ".join(state.get("files", [])) or state.get("reason")] for name, state in parts.items()])
+    if "peer" in results:
+        lines += ["", "## Side by side: memory-assets, mem0 and the floor (LoCoMo dialog)", "",
+                  *peer_section(results["peer"])]
+    if "recall" in results:
+        lines += ["", "## Scale curve", "", *scale_section(results["recall"])]
+    if "graph" in results:
+        lines += ["", "## Daily graph run", "", *graph_section(results["graph"])]
+    if "ingest" in results:
+        rates = results["ingest"].get("units_per_second_median", {})
+        lines += ["", "## Writes", "", "units/s (median): " + ", ".join(f"{k} {v}" for k, v in rates.items())]
+    if "embed" in results:
+        embed = results["embed"]
+        lines += ["", "## Embedding", "", f"stage / raw encode(): {embed.get('ratio_stage_vs_raw_encode')}{X} "
+                  f"({embed.get('units_per_second_median')})"]
+    return "\n".join(lines) + "\n"
+
+
+def run(size: str, out: Path, only: list[str] | None = None, skip: list[str] | None = None,
+        part_timeout: float | None = None) -> dict:
+    """Run the selected parts at a size, then write harness.json and summary.md under `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    info = {"size": size, "ran_at": datetime.now(UTC).isoformat(timespec="seconds"), "machine": machine(),
+            "load_before": loadavg()}
+    parts: dict[str, dict] = {}
+    results: dict[str, dict] = {}
+    for part in PARTS:
+        if (only and part.name not in only) or (skip and part.name in skip):
+            continue
+        print(f"== bench {part.name} ({size}): {part.what}", file=sys.stderr, flush=True)
+        parts[part.name] = run_part(part, part.argv[size], out, part_timeout)
+        files = parts[part.name].get("files", [])
+        for name in files:  # what the part wrote in this run, by name; a single file also under the part's name
+            results[Path(name).stem] = json.loads((out / name).read_text())
+        if part.name not in results and len(files) == 1:
+            results[part.name] = results[Path(files[0]).stem]
+    info["load_after"] = loadavg()
+    goals = [verdict(goal, read_goal(goal, results), parts) for goal in GOALS]
+    report = {**info, "parts": parts, "goals": goals}
+    (out / "harness.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "summary.md").write_text(summary(size, info, parts, results, goals))
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--size", choices=SIZES, default="default",
+                        help="smoke: seconds per part, for CI; default: what the README reports; full: adds 1M units "
+                             "to the scale curve and every LoCoMo conversation")
+    parser.add_argument("--out", default=str(common.RESULTS), help="folder for the JSON files and summary.md")
+    parser.add_argument("--only", default="", help="comma-separated parts: " + ",".join(p.name for p in PARTS))
+    parser.add_argument("--skip", default="", help="comma-separated parts to leave out")
+    parser.add_argument("--part-timeout", type=float, default=None, help="seconds before a part is stopped")
+    args = parser.parse_args()
+    report = run(args.size, Path(args.out), [p for p in args.only.split(",") if p] or None,
+                 [p for p in args.skip.split(",") if p] or None, args.part_timeout)
+    print((Path(args.out) / "summary.md").read_text())
+    failed = [name for name, state in report["parts"].items() if state["status"] in ("failed", "timed out")]
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+-- Every candidate of a recall and what scoring reads of it, in one statement (one plan, one round trip): the dense
+-- leg (exact for a project under hnsw_min units, else the HNSW first phase over the model's partial index, with
+-- the exact scan as fallback when its over-fetch leaves fewer than hnsw_candidates rows), the IDF-scored sparse
+-- leg, the turns next to every episodic candidate (the caller keeps those of its seeds that share a session), and
+-- each unit's number, importance, trust, validity, visible personas, session, all its sessions and recency.
+-- {dim} and {model} are the model the query vector was encoded for, composed per model so the partial index
+-- predicate matches; when another model serves, the dense leg is empty. The first row carries the serving model
+-- and the project size even when nothing matches. Each leg applies every filter before its LIMIT; row-level
+-- security applies to every table read.
+WITH ctx AS MATERIALIZED (
+    SELECT {embeddings/_serving_model} AS model_key,
+           coalesce((SELECT last_number FROM memory_projects WHERE project = %(project)s), 0) AS units
+), dense_hnsw AS MATERIALIZED (
+    SELECT n.unit_id, n.distance, u.number, u.type = 'episodic' AS episodic
+    FROM (SELECT e.unit_id, e.unit_revision, e.content_hash,
+                 (e.embedding::vector({dim})) <=> %(vector)s::vector({dim}) AS distance
+          FROM memory_embeddings e
+          WHERE e.model_key = {model} AND e.project = %(project)s
+            AND %(dense)s::boolean AND (SELECT c.model_key = {model} AND c.units >= %(hnsw_min)s FROM ctx c)
+          ORDER BY (e.embedding::vector({dim})) <=> %(vector)s::vector({dim})
+          LIMIT %(overfetch)s) AS n
+    JOIN memory_units u ON u.id = n.unit_id AND u.revision = n.unit_revision AND u.content_hash = n.content_hash
+    WHERE {recall/_unit_filters}
+    ORDER BY n.distance, u.number
+    LIMIT %(hnsw_candidates)s
+), dense_exact AS MATERIALIZED (
+    SELECT e.unit_id, e.embedding <=> %(vector)s::vector AS distance, u.number, u.type = 'episodic' AS episodic
+    FROM memory_embeddings e
+    JOIN memory_units u ON u.id = e.unit_id AND u.revision = e.unit_revision AND u.content_hash = e.content_hash
+    WHERE e.model_key = {model} AND e.project = %(project)s AND {recall/_unit_filters}
+      AND %(dense)s::boolean AND (SELECT c.model_key = {model} FROM ctx c)
+      AND ((SELECT c.units < %(hnsw_min)s FROM ctx c) OR (SELECT count(*) < %(hnsw_candidates)s FROM dense_hnsw))
+    ORDER BY distance, u.number
+    LIMIT (SELECT CASE WHEN c.units < %(hnsw_min)s THEN %(candidates)s ELSE %(hnsw_candidates)s END FROM ctx c)
+), dense AS MATERIALIZED (
+    SELECT d.unit_id, d.distance, d.episodic, row_number() OVER (ORDER BY d.distance, d.number) AS rank
+    FROM (SELECT * FROM dense_exact UNION ALL
+          SELECT * FROM dense_hnsw WHERE NOT EXISTS (SELECT 1 FROM dense_exact)) AS d
+), matched AS MATERIALIZED (
+    SELECT u.id, u.tsv, u.number, u.type = 'episodic' AS episodic, ({recall/_unit_filters}) AS recallable
+    FROM memory_units u
+    WHERE u.project = %(project)s AND u.tsv @@ to_tsquery('english', %(tsquery)s) AND %(sparse)s::boolean
+), terms AS MATERIALIZED (  -- BM25's idf per query term, counted over the project's matching units
+    SELECT q.query, ln(1 + ((SELECT greatest(c.units, 1) FROM ctx c)::float8 - count(m.id) + 0.5)
+                           / (count(m.id) + 0.5)) AS idf
+    FROM unnest(%(terms)s::text[]) AS t(term)
+    CROSS JOIN LATERAL to_tsquery('english', t.term) AS q(query)
+    LEFT JOIN matched m ON m.tsv @@ q.query
+    GROUP BY q.query
+), sparse AS MATERIALIZED (
+    SELECT s.id AS unit_id, s.score, s.episodic, row_number() OVER (ORDER BY s.score DESC, s.tsrank DESC, s.number)
+           AS rank
+    FROM (SELECT m.id, m.number, m.episodic, (SELECT sum(t.idf) FROM terms t WHERE m.tsv @@ t.query) AS score,
+                 ts_rank(m.tsv, to_tsquery('english', %(tsquery)s)) AS tsrank
+          FROM matched m WHERE m.recallable
+          ORDER BY score DESC, tsrank DESC, m.number
+          LIMIT %(candidates)s) AS s
+), found AS MATERIALIZED (
+    SELECT unit_id FROM dense UNION SELECT unit_id FROM sparse
+), near AS MATERIALIZED (  -- conversation structure: the recallable episodic turns next to an episodic candidate
+    SELECT c.id AS of_id, n.id AS unit_id, abs(n.number - c.number)::int AS distance
+    FROM memory_units c
+    CROSS JOIN LATERAL (  -- a range of the (project, number) index per candidate; the LIMIT keeps the planner there
+        SELECT u.id, u.number FROM memory_units u
+        WHERE u.project = c.project AND u.number BETWEEN c.number - %(window)s AND c.number + %(window)s
+          AND u.id <> c.id AND u.type = 'episodic' AND {recall/_unit_filters}
+        LIMIT 2 * %(window)s) AS n
+    WHERE c.id IN (SELECT unit_id FROM found) AND c.type = 'episodic' AND %(window)s > 0
+), pool AS MATERIALIZED (  -- one row per unit: its rank and score in each leg, the candidates it neighbours
+    SELECT r.unit_id, max(r.distance) AS distance, max(r.dense_rank) AS dense_rank, max(r.score) AS score,
+           max(r.sparse_rank) AS sparse_rank,
+           array_agg(r.of_id::text ORDER BY r.of_id) FILTER (WHERE r.of_id IS NOT NULL) AS near_of,
+           array_agg(r.turns ORDER BY r.of_id) FILTER (WHERE r.of_id IS NOT NULL) AS near_distance
+    FROM (SELECT unit_id, distance, rank AS dense_rank, NULL::float8 AS score, NULL::bigint AS sparse_rank,
+                 NULL::uuid AS of_id, NULL::int AS turns FROM dense
+          UNION ALL SELECT unit_id, NULL, NULL, score, rank, NULL, NULL FROM sparse
+          UNION ALL SELECT unit_id, NULL, NULL, NULL, NULL, of_id, distance FROM near) AS r
+    GROUP BY r.unit_id
+)
+SELECT ctx.model_key, ctx.units, u.id::text AS unit_id, p.distance, p.dense_rank, p.score, p.sparse_rank,
+       u.type = 'episodic' AS episodic, u.number, u.importance, u.trust, u.valid_from, src.personas, src.session_id,
+       dec.recency, src.sessions, p.near_of, p.near_distance
+FROM ctx
+LEFT JOIN (pool p JOIN memory_units u ON u.id = p.unit_id) ON true
+LEFT JOIN LATERAL (  -- personas and session from the sources its reader may see (another persona's private source
+                     -- moves no rank); turns are neighbours when any of their sources share a session
+    SELECT array_agg(DISTINCT lower(s.persona)) FILTER (WHERE {recall/_visible_source}) AS personas,
+           (array_agg(s.session_id ORDER BY s.id) FILTER (WHERE {recall/_visible_source}))[1] AS session_id,
+           array_agg(DISTINCT s.session_id) FILTER (WHERE s.session_id IS NOT NULL) AS sessions
+    FROM memory_sources s WHERE s.unit_id = u.id) AS src ON true
+LEFT JOIN LATERAL (  -- the latest decay score; as_of recomputes recency instead
+    SELECT ds.recency FROM decay_scores ds WHERE ds.unit_id = u.id AND NOT %(historical)s::boolean
+    ORDER BY ds.day DESC LIMIT 1) AS dec ON true;
