@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
+from datetime import UTC, date, datetime, timedelta
 
 import psycopg
 import pytest
@@ -31,6 +33,20 @@ def database_url():
     yield url
     if server is not None:
         server.cleanup()  # stop what we started
+
+
+# the longest a day-bound test runs (a few materialisations); closer than this to midnight UTC, it waits
+DAY_BOUNDARY_MARGIN = timedelta(minutes=3)
+
+
+@pytest.fixture
+def today() -> date:
+    """The UTC day a day-bound test runs in, waiting out midnight so the day of its rows and the day it asks agree."""
+    now = datetime.now(UTC)
+    midnight = datetime.combine(now.date() + timedelta(days=1), datetime.min.time(), UTC)
+    if midnight - now < DAY_BOUNDARY_MARGIN:
+        time.sleep((midnight - now).total_seconds() + 1)
+    return datetime.now(UTC).date()
 
 
 @pytest.fixture

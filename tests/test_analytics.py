@@ -1,7 +1,7 @@
 """Read-rate metrics (the kill metric), the kill list, the analysts' read-only connection, and the arm comparison
 (interval maths and the too-few rule without a database, the per-arm counts with one)."""
 
-from datetime import UTC, date, datetime
+from datetime import date
 
 import pandas as pd
 import psycopg
@@ -14,7 +14,7 @@ from memory_assets.errors import ValidationError
 TASK, EPIC, DEFAULT = ("on", "off", None), ("on", "off", None, "no-epic"), ("on", "off")
 
 
-def test_read_rate_metrics_and_kill_list(mem, conn):
+def test_read_rate_metrics_and_kill_list(mem, conn, today):
     token = mem.remember(project="acme", kind="env", type="semantic", title="Fact",
                          body="The cache is warmed at 06:00 because traffic peaks at 07:00.").token
     ignored = mem.remember(project="acme", kind="env", type="semantic", title="Ignored fact",
@@ -24,7 +24,6 @@ def test_read_rate_metrics_and_kill_list(mem, conn):
                                              {"token": ignored, "kind": "injected"}])
         if i % 2 == 0:
             mem.record_events("acme", f"T-{i}", [{"token": token, "kind": "read"}])
-    today = datetime.now(UTC).date()
     assert analytics.compute_read_rate(conn, today) == 2
     rates = dict(conn.execute("SELECT 'mem-' || u.number, m.read_rate FROM read_rate_metrics m "
                               "JOIN memory_units u ON u.id = m.unit_id").fetchall())
@@ -33,7 +32,7 @@ def test_read_rate_metrics_and_kill_list(mem, conn):
     assert analytics.compute_read_rate(conn, today) == 2  # re-running a day replaces its rows
 
 
-def test_the_analysts_connection_reads_the_measurements_and_cannot_write(mem, conn, clean):
+def test_the_analysts_connection_reads_the_measurements_and_cannot_write(mem, conn, clean, today):
     """Notebooks connect as memory_reader: every analytics frame works, no write of any kind does, and no unit text
     is readable, even after the session turns its read-only default off."""
     token = mem.remember(project="acme", kind="env", type="semantic", title="Fact",
@@ -41,7 +40,7 @@ def test_the_analysts_connection_reads_the_measurements_and_cannot_write(mem, co
     mem.remember(project="acme", kind="env", type="semantic", title="Mine", persona="ana", visibility="private",
                  body="Ana's staging login goes through the bastion host.")
     mem.record_events("acme", "T-1", [{"token": token, "kind": "injected"}, {"token": token, "kind": "read"}])
-    analytics.compute_read_rate(conn, datetime.now(UTC).date())
+    analytics.compute_read_rate(conn, today)
     with analytics.connect(clean) as reader:
         assert reader.execute("SELECT current_user").fetchone()[0] == "memory_reader"
         assert analytics.status_funnel(reader).to_dict("records") == [{"status": "active", "units": 2}]
@@ -160,7 +159,7 @@ def test_randomised_arms_keep_the_two_drawn_arms_only():
     assert analytics.randomised_arms(counts.iloc[0:0]).empty
 
 
-def test_read_rate_arms_count_tasks_per_arm_and_the_comparison_reads_them(mem, conn, clean):
+def test_read_rate_arms_count_tasks_per_arm_and_the_comparison_reads_them(mem, conn, clean, today):
     """The read-rate asset's function also writes the arms' task counts of the trailing window; the comparison reads
     the two drawn arms through the analysts' connection, leaving out tasks set by hand."""
     token = mem.remember(project="acme", kind="env", type="semantic", title="Fact",
@@ -180,7 +179,6 @@ def test_read_rate_arms_count_tasks_per_arm_and_the_comparison_reads_them(mem, c
     mem.effective_memory("T-manual")
     mem.record_events("acme", "T-manual", [{"token": token, "kind": "injected"}, {"token": token, "kind": "read"}])
     mem.record_events("acme", "T-no-arm", [{"token": token, "kind": "read"}])  # no decision recorded: no arm
-    today = datetime.now(UTC).date()
     analytics.compute_read_rate(conn, today)
     analytics.compute_read_rate(conn, today)  # a re-run replaces the day's counts
     with analytics.connect(clean) as reader:

@@ -1,6 +1,5 @@
 """Curation on the real model: paraphrases merge, contradictions go to review, proposals are promoted."""
 
-from datetime import UTC, datetime
 
 import pytest
 
@@ -8,10 +7,6 @@ from memory_assets import authz, curation, quality
 from memory_assets import vocabulary as V
 from tests.cases import SERVING_MODEL as T1
 from tests.cases import embed_all
-
-TODAY = datetime.now(UTC).date()
-
-
 
 PARAPHRASES = [
     (("Staging database requires TLS", "The staging PostgreSQL only accepts connections with sslmode=require."),
@@ -22,11 +17,11 @@ PARAPHRASES = [
 
 
 @pytest.mark.parametrize("old,new", PARAPHRASES)
-def test_paraphrases_merge_into_the_older_unit(mem, conn, embedder, old, new):
+def test_paraphrases_merge_into_the_older_unit(mem, conn, embedder, old, new, today):
     first = mem.remember(project="acme", kind="env", type="semantic", title=old[0], body=old[1], task_id="T-1")
     second = mem.remember(project="acme", kind="env", type="semantic", title=new[0], body=new[1], task_id="T-2")
     embed_all(conn, embedder)
-    assert curation.curate_day(conn, T1, TODAY)["merged"] == 1
+    assert curation.curate_day(conn, T1, today)["merged"] == 1
     canonical, newcomer = mem.unit("acme", first.token), mem.unit("acme", second.token)
     assert newcomer["status"] == "retired" and newcomer["duplicate_of"] == canonical["id"]
     assert canonical["status"] == "active" and canonical["importance"] == pytest.approx(0.5 + V.MERGE_IMPORTANCE_BUMP)
@@ -34,36 +29,36 @@ def test_paraphrases_merge_into_the_older_unit(mem, conn, embedder, old, new):
     live = conn.execute("SELECT count(*) FROM memory_units "
                         "WHERE status IN ('proposed','review','active')").fetchone()[0]
     assert live == 1
-    assert curation.curate_day(conn, T1, TODAY) == {"merged": 0, "review": 0, "promoted": 0, "unchanged": 0}
+    assert curation.curate_day(conn, T1, today) == {"merged": 0, "review": 0, "promoted": 0, "unchanged": 0}
 
 
-def test_a_private_unit_never_takes_in_a_shared_paraphrase(mem, conn, embedder):
+def test_a_private_unit_never_takes_in_a_shared_paraphrase(mem, conn, embedder, today):
     """Merging a shared newcomer into a private unit would show the private wording to every reader."""
     (old_title, old_body), (new_title, new_body) = PARAPHRASES[0]
     private = mem.remember(project="acme", kind="env", type="semantic", title=old_title, body=old_body,
                            task_id="T-1", persona="ana", visibility="private")
     shared = mem.remember(project="acme", kind="env", type="semantic", title=new_title, body=new_body, task_id="T-2")
     embed_all(conn, embedder)
-    assert curation.curate_day(conn, T1, TODAY)["merged"] == 0
+    assert curation.curate_day(conn, T1, today)["merged"] == 0
     ana = authz.Actor.reader("acme", "ana")
     assert [s["task_id"] for s in mem.unit("acme", private.token, ana)["sources"]] == ["T-1"]
     assert mem.unit("acme", shared.token)["status"] == "active"
 
 
-def test_the_vpn_contradiction_goes_to_review_never_merges(mem, conn, embedder):
+def test_the_vpn_contradiction_goes_to_review_never_merges(mem, conn, embedder, today):
     deferred = mem.remember(project="acme", kind="note", type="semantic", title="VPN rollout deferred to Q3",
                             body="The VPN rollout was deferred to Q3 after the security review.")
     cancelled = mem.remember(project="acme", kind="note", type="semantic", title="VPN rollout cancelled",
                              body="The VPN rollout was cancelled after the security review.")
     embed_all(conn, embedder)
-    counts = curation.curate_day(conn, T1, TODAY)
+    counts = curation.curate_day(conn, T1, today)
     assert counts["merged"] == 0 and counts["review"] == 1
     unit = mem.unit("acme", cancelled.token)
     assert unit["status"] == "review" and str(unit["conflicts_with"]) == deferred.unit_id
     assert [r["token"] for r in mem.review_queue("acme")] == [cancelled.token]
 
 
-def test_unrelated_units_and_episodes_are_left_alone(mem, conn, embedder):
+def test_unrelated_units_and_episodes_are_left_alone(mem, conn, embedder, today):
     mem.remember(project="acme", kind="note", type="episodic", title="VPN rollout deferred to Q3",
                  body="The VPN rollout was deferred to Q3 after the security review.")
     mem.remember(project="acme", kind="note", type="episodic", title="VPN rollout cancelled",
@@ -71,10 +66,10 @@ def test_unrelated_units_and_episodes_are_left_alone(mem, conn, embedder):
     mem.remember(project="acme", kind="note", type="semantic", title="Release train on Thursdays",
                  body="Releases are cut on Thursday mornings UTC.")
     embed_all(conn, embedder)
-    assert curation.curate_day(conn, T1, TODAY)["review"] == 0
+    assert curation.curate_day(conn, T1, today)["review"] == 0
 
 
-def test_promotion_needs_two_sources_or_a_day(mem, conn, embedder):
+def test_promotion_needs_two_sources_or_a_day(mem, conn, embedder, today):
     fact = dict(project="acme", kind="env", type="semantic", confidence=0.7)
     two = mem.remember(title="Builds need 8 GiB", body="Release builds need 8 GiB because the linker is greedy.",
                        task_id="T-1", **fact)
@@ -83,16 +78,16 @@ def test_promotion_needs_two_sources_or_a_day(mem, conn, embedder):
     one = mem.remember(title="Cache on NFS", body="The build cache lives on NFS because local disks are small.",
                        task_id="T-3", **fact)
     embed_all(conn, embedder)
-    counts = curation.curate_day(conn, T1, TODAY)
+    counts = curation.curate_day(conn, T1, today)
     assert counts["promoted"] == 1, counts
     assert (mem.unit("acme", two.token)["status"], mem.unit("acme", one.token)["status"]) == ("active", "proposed")
-    assert curation.curate_day(conn, T1, TODAY)["promoted"] == 0  # a re-run of the day decides the same
+    assert curation.curate_day(conn, T1, today)["promoted"] == 0  # a re-run of the day decides the same
     conn.execute("UPDATE memory_units SET created_at = created_at - interval '2 days'")
-    assert curation.curate_day(conn, T1, TODAY)["promoted"] == 1  # two days old, never conflicted
+    assert curation.curate_day(conn, T1, today)["promoted"] == 1  # two days old, never conflicted
     assert mem.unit("acme", one.token)["status"] == "active"
 
 
-def test_review_decisions_are_audited(mem, conn, embedder):
+def test_review_decisions_are_audited(mem, conn, embedder, today):
     deferred = mem.remember(project="acme", kind="note", type="semantic", title="VPN rollout deferred to Q3",
                             body="The VPN rollout was deferred to Q3 after the security review.")
     cancelled = mem.remember(project="acme", kind="note", type="semantic", title="VPN rollout cancelled",
@@ -100,7 +95,7 @@ def test_review_decisions_are_audited(mem, conn, embedder):
     low = mem.remember(project="acme", kind="note", type="semantic", title="Office moves in May",
                        body="The office moves to the new building in May.", confidence=0.4)
     embed_all(conn, embedder)
-    curation.curate_day(conn, T1, TODAY)
+    curation.curate_day(conn, T1, today)
     with pytest.raises(Exception, match="not in review"):
         mem.decide("acme", deferred.token, "approve")
     mem.decide("acme", cancelled.token, "supersede", deferred.token, actor="alice")
@@ -123,20 +118,20 @@ def test_change_signal():
 FORGETTER = authz.Actor.for_project("acme", "alice", forget=True)
 
 
-def merged_pair(mem, conn, embedder):
+def merged_pair(mem, conn, embedder, today):
     (old_title, old_body), (new_title, new_body) = PARAPHRASES[0]
     canonical = mem.remember(project="acme", kind="env", type="semantic", title=old_title, body=old_body,
                              task_id="T-1", session_id="S-1")
     newcomer = mem.remember(project="acme", kind="env", type="semantic", title=new_title, body=new_body,
                             task_id="T-2", session_id="S-2")
     embed_all(conn, embedder)
-    assert curation.curate_day(conn, T1, TODAY)["merged"] == 1
+    assert curation.curate_day(conn, T1, today)["merged"] == 1
     return canonical, newcomer
 
 
-def test_forgetting_a_merged_canonical_takes_its_retired_duplicates_along(mem, conn, embedder, stored_text):
+def test_forgetting_a_merged_canonical_takes_its_retired_duplicates_along(mem, conn, embedder, stored_text, today):
     """The newcomer a merge retired states the same fact in other words: it must not outlive the forgotten fact."""
-    canonical, newcomer = merged_pair(mem, conn, embedder)
+    canonical, newcomer = merged_pair(mem, conn, embedder, today)
     mem.forget("acme", canonical.token, FORGETTER)
     gone = mem.unit("acme", newcomer.token)
     assert (gone["status"], gone["title"], gone["body"]) == ("forgotten", "", "")
@@ -146,8 +141,8 @@ def test_forgetting_a_merged_canonical_takes_its_retired_duplicates_along(mem, c
     assert quality.tombstones_with_text(conn) == []
 
 
-def test_forgetting_a_merged_newcomer_takes_its_contribution_off_the_canonical(mem, conn, embedder, stored_text):
-    canonical, newcomer = merged_pair(mem, conn, embedder)
+def test_forgetting_a_merged_newcomer_takes_its_contribution_off_the_canonical(mem, conn, embedder, stored_text, today):
+    canonical, newcomer = merged_pair(mem, conn, embedder, today)
     mem.forget("acme", newcomer.token, FORGETTER)
     kept = mem.unit("acme", canonical.token)
     assert kept["status"] == "active" and kept["title"] == PARAPHRASES[0][0][0]

@@ -18,9 +18,6 @@ from memory_assets.errors import ScopeError, ValidationError
 from tests.cases import REPO, embed_all
 from tests.cases import SERVING_MODEL as T1
 
-TODAY = datetime.now(UTC).date()
-
-
 
 def note(mem, title, body, **kw):
     return mem.remember(project="acme", kind="note", type=kw.pop("type", "semantic"), title=title, body=body, **kw)
@@ -63,16 +60,16 @@ def test_a_private_unit_cannot_supersede_what_more_readers_see(mem, conn):
     assert mem.unit("acme", own.token, authz.Actor.reader("acme", "ana"))["status"] == "superseded"
 
 
-def test_forget_leaves_no_text_anywhere_even_after_rematerialising(mem, conn, stored_text):
+def test_forget_leaves_no_text_anywhere_even_after_rematerialising(mem, conn, stored_text, today):
     kept = note(mem, "Kept fact", "The cafeteria opens at noon on Fridays.", task_id="T-0")
     gone = note(mem, task_id="T-1", **SECRET_FACT)
     instance = runner.dagster_instance(mem.url)
-    assert all(r.success for r in runner.materialize_day(TODAY, instance))
+    assert all(r.success for r in runner.materialize_day(today, instance))
     with pytest.raises(ScopeError):
         mem.forget("acme", gone.token, authz.Actor.for_project("acme"), reason="no scope")
     mem.forget("acme", gone.token, authz.Actor.for_project("acme", "alice", forget=True), reason="user asked")
     for _ in range(2):  # re-materialise the ledger, embeddings, curation (and the rest) of the day
-        assert all(r.success for r in runner.materialize_day(TODAY, instance))
+        assert all(r.success for r in runner.materialize_day(today, instance))
     # a later capture of the same text (another task) is refused, never resurrected
     again = note(mem, task_id="T-2", **SECRET_FACT)
     assert (again.status, again.reason) == ("rejected", "forgotten")
@@ -115,8 +112,8 @@ def test_trust_formula_and_flag_threshold(mem):
     assert mem.recall("acme", "build server restarts", k=5).hits == []
 
 
-def test_decay_of_a_day_rematerialised_is_identical(mem, conn):
-    day = TODAY - timedelta(days=1)
+def test_decay_of_a_day_rematerialised_is_identical(mem, conn, today):
+    day = today - timedelta(days=1)
     token = note(mem, "Fact", "The build server restarts on Sundays.").token
     conn.execute("UPDATE memory_units SET created_at = now() - interval '40 days', "
                  "valid_from = now() - interval '40 days'")
@@ -134,14 +131,14 @@ def test_decay_of_a_day_rematerialised_is_identical(mem, conn):
     assert V.TRUST_FLOOR < trust < V.DEFAULT_TRUST  # 40 days unconfirmed: past the 30-day grace, decaying
 
 
-def test_ttl_expiry_takes_an_episode_out_of_recall_but_keeps_its_row(mem, conn, embedder):
+def test_ttl_expiry_takes_an_episode_out_of_recall_but_keeps_its_row(mem, conn, embedder, today):
     episode = note(mem, "Deploy incident", "The Friday deploy failed because the cache volume filled up.",
                    type="episodic", valid_from=datetime.now(UTC) - timedelta(days=V.EPISODIC_TTL_DAYS + 5))
     fresh = note(mem, "Deploy incident today", "Today's deploy failed because the cache volume filled up.",
                  type="episodic")
     embed_all(conn, embedder)
     assert {h.token for h in mem.recall("acme", "deploy failed cache volume", k=5)} == {episode.token, fresh.token}
-    counts = decay.score_day(conn, TODAY)
+    counts = decay.score_day(conn, today)
     assert counts["expired"] == 1
     assert [h.token for h in mem.recall("acme", "deploy failed cache volume", k=5)] == [fresh.token]
     row = mem.unit("acme", episode.token)
@@ -169,14 +166,14 @@ TOPICS = {
 }
 
 
-def test_a_week_of_200_episodes_on_5_topics_consolidates_into_about_5_units(mem, conn, embedder):
+def test_a_week_of_200_episodes_on_5_topics_consolidates_into_about_5_units(mem, conn, embedder, today):
     rng = np.random.default_rng(3)
     for i in range(200):
         topic = list(TOPICS)[i % 5]
         text = TOPICS[topic][rng.integers(0, 3)].format(f"#{i}")
         mem.remember(project="acme", kind="note", type="episodic", title=text[:80], body=text + ".", task_id=f"T-{i}")
     embed_all(conn, embedder)
-    week = TODAY - timedelta(days=TODAY.weekday())
+    week = today - timedelta(days=today.weekday())
     counts = consolidation.consolidate_week(conn, T1, week)
     assert 4 <= counts["clusters"] <= 7, counts
     assert counts["members"] >= 150
@@ -194,22 +191,22 @@ def test_a_week_of_200_episodes_on_5_topics_consolidates_into_about_5_units(mem,
     assert conn.execute("SELECT count(*) FROM memory_units WHERE type = 'semantic'").fetchone()[0] == before
 
 
-def test_private_episodes_are_never_consolidated_into_a_shared_unit(mem, conn, embedder):
+def test_private_episodes_are_never_consolidated_into_a_shared_unit(mem, conn, embedder, today):
     for i in range(6):
         mem.remember(project="acme", kind="note", type="episodic", title=f"Ana hummed the tune #{i} while deploying",
                      body=f"Ana hummed the tune #{i} while deploying.", task_id=f"T-{i}", persona="ana",
                      visibility="private")
     embed_all(conn, embedder)
-    assert consolidation.consolidate_week(conn, T1, TODAY - timedelta(days=TODAY.weekday()))["clusters"] == 0
+    assert consolidation.consolidate_week(conn, T1, today - timedelta(days=today.weekday()))["clusters"] == 0
     assert conn.execute("SELECT count(*) FROM memory_units WHERE type = 'semantic'").fetchone()[0] == 0
 
 
-def test_a_configured_summariser_writes_the_consolidated_text(mem, conn, embedder):
+def test_a_configured_summariser_writes_the_consolidated_text(mem, conn, embedder, today):
     for i in range(6):
         mem.remember(project="acme", kind="note", type="episodic", title=f"Flight {i} to Berlin delayed",
                      body=f"Flight #{i} to Berlin for the offsite was delayed by fog.", task_id=f"T-{i}")
     embed_all(conn, embedder)
-    week = TODAY - timedelta(days=TODAY.weekday())
+    week = today - timedelta(days=today.weekday())
     seen = []
 
     def summarise(texts):
@@ -225,7 +222,6 @@ def test_a_configured_summariser_writes_the_consolidated_text(mem, conn, embedde
 
 FLIGHTS = [(f"Flight {i} to Berlin delayed", f"Flight #{i} to Berlin for the offsite was delayed by fog.")
            for i in range(6)]
-WEEK = TODAY - timedelta(days=TODAY.weekday())
 FORGETTER = authz.Actor.for_project("acme", "alice", forget=True)
 
 
@@ -239,10 +235,11 @@ def live_summaries(conn):
                         "('proposed', 'review', 'active', 'flagged', 'stale')").fetchone()[0]
 
 
-def test_forgetting_a_member_tombstones_the_weekly_summary_that_copied_it(mem, conn, embedder, stored_text):
+def test_forgetting_a_member_tombstones_the_weekly_summary_that_copied_it(mem, conn, embedder, stored_text, today):
+    week = today - timedelta(days=today.weekday())
     members = flights(mem)
     embed_all(conn, embedder)
-    assert consolidation.consolidate_week(conn, T1, WEEK)["clusters"] == 1
+    assert consolidation.consolidate_week(conn, T1, week)["clusters"] == 1
     summary_id = conn.execute("SELECT consolidated_unit FROM consolidation_clusters").fetchone()[0]
     title, number = conn.execute("SELECT title, number FROM memory_units WHERE id = %s", (summary_id,)).fetchone()
     summary = f"mem-{number}"
@@ -263,12 +260,13 @@ def test_forgetting_a_member_tombstones_the_weekly_summary_that_copied_it(mem, c
     assert title not in stored_text() and copied_body not in stored_text()
     assert quality.tombstones_with_text(conn) == [] and quality.unlinked_consolidations(conn) == []
     # the next weekly run rebuilds the summary from the members that remain
-    assert consolidation.consolidate_week(conn, T1, WEEK)["members"] == 5
+    assert consolidation.consolidate_week(conn, T1, week)["members"] == 5
     assert live_summaries(conn) == 1 and title not in stored_text()
     assert quality.tombstones_with_text(conn) == [] and quality.unlinked_consolidations(conn) == []
 
 
-def test_a_member_forgotten_while_the_week_consolidates_never_reaches_a_summary(mem, conn, embedder):
+def test_a_member_forgotten_while_the_week_consolidates_never_reaches_a_summary(mem, conn, embedder, today):
+    week = today - timedelta(days=today.weekday())
     members = flights(mem)
     embed_all(conn, embedder)
     seen = []
@@ -278,18 +276,19 @@ def test_a_member_forgotten_while_the_week_consolidates_never_reaches_a_summary(
         mem.forget("acme", members[0].token, FORGETTER)
         return "Berlin flights delayed", "Offsite flights to Berlin are often delayed by fog."
 
-    counts = consolidation.consolidate_week(conn, T1, WEEK, summarizer=summarise)
+    counts = consolidation.consolidate_week(conn, T1, week, summarizer=summarise)
     assert seen == [6] and counts["clusters"] == 0 and live_summaries(conn) == 0
-    assert consolidation.consolidate_week(conn, T1, WEEK, summarizer=lambda texts: (
+    assert consolidation.consolidate_week(conn, T1, week, summarizer=lambda texts: (
         "Berlin flights delayed", f"{len(texts)} offsite flights to Berlin were delayed by fog."))["members"] == 5
     assert quality.tombstones_with_text(conn) == []
 
 
-def test_the_migration_repairs_what_forgets_before_the_fix_left_behind(mem, conn, embedder, stored_text):
+def test_the_migration_repairs_what_forgets_before_the_fix_left_behind(mem, conn, embedder, stored_text, today):
+    week = today - timedelta(days=today.weekday())
     members = flights(mem)
     dup = note(mem, "Berlin flights are late", "Flights to Berlin for the offsite are late in fog.", task_id="T-9")
     embed_all(conn, embedder)
-    consolidation.consolidate_week(conn, T1, WEEK)
+    consolidation.consolidate_week(conn, T1, week)
     summary_id, title, number = conn.execute(
         "SELECT c.consolidated_unit, u.title, u.number FROM consolidation_clusters c "
         "JOIN memory_units u ON u.id = c.consolidated_unit").fetchone()
@@ -401,24 +400,26 @@ def test_extraction_ignores_the_order_of_members():
     assert json.loads(outputs.pop())[0] == "Episode 0 about the cache"
 
 
-def test_three_reruns_under_other_hash_seeds_keep_one_live_summary_per_cluster(mem, conn, embedder):
+def test_three_reruns_under_other_hash_seeds_keep_one_live_summary_per_cluster(mem, conn, embedder, today):
+    week = today - timedelta(days=today.weekday())
     flights(mem)
     embed_all(conn, embedder)
     for seed in (1, 2, 1):
-        assert "'clusters': 1" in run_python(CONSOLIDATE, seed, mem.url, T1, WEEK.isoformat())
+        assert "'clusters': 1" in run_python(CONSOLIDATE, seed, mem.url, T1, week.isoformat())
         assert live_summaries(conn) == 1
     assert conn.execute("SELECT count(*) FROM memory_units WHERE type = 'semantic'").fetchone()[0] == 1
     assert quality.unlinked_consolidations(conn) == []
 
 
-def test_a_rerun_never_retires_the_summary_it_recreates(mem, conn, embedder):
+def test_a_rerun_never_retires_the_summary_it_recreates(mem, conn, embedder, today):
     """A summariser may answer differently on each run (an LLM does): the week keeps exactly one live summary."""
+    week = today - timedelta(days=today.weekday())
     flights(mem)
     embed_all(conn, embedder)
     answers = iter(["Flights to Berlin are delayed by fog.", "Fog delays the offsite flights to Berlin."] * 2)
     summaries = []
     for _ in range(4):
-        consolidation.consolidate_week(conn, T1, WEEK, summarizer=lambda texts: ("Berlin flights", next(answers)))
+        consolidation.consolidate_week(conn, T1, week, summarizer=lambda texts: ("Berlin flights", next(answers)))
         assert live_summaries(conn) == 1
         summaries.append(conn.execute("SELECT consolidated_unit FROM consolidation_clusters").fetchone()[0])
     assert summaries[0] == summaries[2] and summaries[1] == summaries[3] and summaries[0] != summaries[1]

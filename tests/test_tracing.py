@@ -130,16 +130,16 @@ def test_recall_is_one_span_with_encode_the_legs_fusion_and_citations(mem, conn,
     assert by_name["memory.recall.citations"]["rows"] == len(result.hits) == 3
 
 
-def test_an_asset_run_is_one_span_with_its_partition_and_counts(mem, spans):
+def test_an_asset_run_is_one_span_with_its_partition_and_counts(mem, spans, today):
     with mem.connection() as conn:
         capture.remember_many(conn, [gates.validate(project="acme", kind="env", type="semantic", title=t, body=b)
                                      for t, b in FACTS], fold_now=False)
-    today = datetime.now(UTC).date().isoformat()
     spans.clear()
-    result = runner.materialize_asset(ledger_units.key, runner.dagster_instance(mem.url), partition_key=today)
+    day = today.isoformat()
+    result = runner.materialize_asset(ledger_units.key, runner.dagster_instance(mem.url), partition_key=day)
     root, children = tree(spans.get_finished_spans(), "asset.ledger_units")
     assert children == []  # the fold is set-based SQL in the asset itself; its checks are not traced
-    assert attributes(root) == {"asset_key": "ledger_units", "run_id": result.run_id, "partition_key": today,
+    assert attributes(root) == {"asset_key": "ledger_units", "run_id": result.run_id, "partition_key": day,
                                 "partitions": 1, "days": 1, "units_inserted": 2, "sources_linked": 2}
     assert root.end_time > root.start_time
 

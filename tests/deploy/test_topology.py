@@ -14,7 +14,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -303,7 +303,7 @@ def seconds_until_dense(processes: Processes, mem, project: str, token: str, que
     raise AssertionError(f"{token} not served by the dense leg within {limit:.0f} s\n{processes.tails()}")
 
 
-def test_the_deployment_runs_jobs_and_backfills_through_graphql(topology, mem, embedder):
+def test_the_deployment_runs_jobs_and_backfills_through_graphql(topology, mem, embedder, today):
     """With schedules and sensors running, a partitioned ledger run and a two-partition re-embedding backfill,
     launched through the webserver, queued, dequeued by the daemon and run by the code server, succeed; then the
     embedding sensor keeps the dense leg fresh: a new unit of an already materialised day and a corrected unit of
@@ -319,7 +319,6 @@ def test_the_deployment_runs_jobs_and_backfills_through_graphql(topology, mem, e
     assert all(d["healthy"] for d in state["daemons"] if d["required"]), state["daemons"]
 
     # written after the sensors' first ticks: the project sensor's bundle run comes only at its next tick (5 min)
-    today = datetime.now(UTC).date()
     tokens = [mem.remember(project="deploy", kind="env", type="semantic", title=title, body=body,
                            task_id=f"T-{i}").token for i, (title, body) in enumerate(UNITS)]
     assert all(tokens)

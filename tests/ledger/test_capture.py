@@ -326,12 +326,12 @@ def test_worker_processes_gate_a_batch_as_this_process_does(conn):
     assert conn.execute("SELECT sum(count) FROM memory_rejections").fetchone()[0] == len(SECRETS) + 1
 
 
-def test_fold_takes_a_day_or_keys_and_folds_only_those(conn):
+def test_fold_takes_a_day_or_keys_and_folds_only_those(conn, today):
     rows = [gates.validate(**{**FACT, "title": f"Relay vendor {i}"}, task_id=f"T-{i}") for i in range(3)]
     assert capture.remember_many(conn, rows, fold_now=False)["inserted"] == 0
     assert capture.fold(conn, keys=[rows[0].idempotency_key])["inserted"] == 1
-    assert capture.fold(conn, day=datetime.now(UTC).date() - timedelta(days=1))["inserted"] == 0
-    assert capture.fold(conn, day=datetime.now(UTC).date())["inserted"] == 2
+    assert capture.fold(conn, day=today - timedelta(days=1))["inserted"] == 0
+    assert capture.fold(conn, day=today)["inserted"] == 2
     assert conn.execute("SELECT array_agg(number ORDER BY number) FROM memory_units").fetchone()[0] == [1, 2, 3]
     with pytest.raises(TypeError):
         capture.fold(conn)

@@ -13,7 +13,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from datetime import UTC, datetime
 from pathlib import Path
 
 import nbformat
@@ -47,7 +46,7 @@ print(conn.execute("SELECT session_user").fetchone()[0], "refused", refused, "wr
 """
 
 
-def seed(mem) -> dict[str, int]:
+def seed(mem, today) -> dict[str, int]:
     """The demo corpus through the write path, a 50 % holdout over TASKS tasks (prompt blocks inject for the arm with
     memory on; most of those tasks cite a unit, a few held-out ones too), then today's partitions of decay_scores and
     read_rate_metrics written by the functions those assets run (tests/defs run the assets themselves; a Dagster
@@ -63,8 +62,8 @@ def seed(mem) -> dict[str, int]:
         if (not held_out and i % 4) or (held_out and i % 5 == 0):
             mem.cite_from_text("acme", task, "per mem-3")
     with mem.connection() as conn:
-        decay.score_day(conn, datetime.now(UTC).date())
-        assert analytics.compute_read_rate(conn, datetime.now(UTC).date()) > 0
+        decay.score_day(conn, today)
+        assert analytics.compute_read_rate(conn, today) > 0
     return arms
 
 
@@ -129,11 +128,11 @@ def outputs_of(notebook: nbformat.NotebookNode) -> list[dict]:
     return [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
 
 
-def test_the_lab_serves_the_notebooks_and_both_execute_on_seeded_data(mem, tmp_path):
+def test_the_lab_serves_the_notebooks_and_both_execute_on_seeded_data(mem, tmp_path, today):
     port, token = free_port(), secrets.token_hex(16)
     lab = start_lab(tmp_path, port, token)  # it starts while the data is seeded
     try:
-        arms = seed(mem)
+        arms = seed(mem, today)
         assert min(arms.values()) >= V.ARM_MIN_TASKS, arms
         wait_for(lab, tmp_path, port, token)
         base = f"http://127.0.0.1:{port}/api"

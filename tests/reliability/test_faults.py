@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import UTC, date, datetime
+from datetime import date
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -514,10 +514,10 @@ def assert_same_state(expected: dict[str, Any], actual: dict[str, Any]) -> None:
     pytest.param(1300, ["transaction", "committed", "random", "random"], id="soak",
                  marks=[pytest.mark.soak, pytest.mark.timeout(3600)])])
 def test_a_process_killed_during_the_ledger_or_the_embedding_asset_leaves_a_state_a_rerun_completes(
-        clean, embedder, size, points):
+        clean, embedder, size, points, today):
     """SIGKILL in the middle of the ledger fold or of the embedding asset, then re-run: units, sources, inbox,
     rejections, vectors, the change journal and its cursors equal those of an uninterrupted run."""
-    day = datetime.now(UTC).date()
+    day = today
     embeddings.load_model(embedder.spec.loader)  # the reference run times the steps, not the model's loading
     load_inbox(clean, size)
     windows = materialize(clean, day)

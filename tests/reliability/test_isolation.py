@@ -378,7 +378,8 @@ def non_superuser_owner(clean):
         admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
-def test_forced_rls_keeps_the_maintenance_path_of_a_non_superuser_owner(non_superuser_owner, embedder, monkeypatch):
+def test_forced_rls_keeps_the_maintenance_path_of_a_non_superuser_owner(non_superuser_owner, embedder, monkeypatch,
+                                                                        today):
     """On a server whose owner is no superuser, FORCE applies to the owner: the migrations, the write path and
     every asset of the graph (with its checks) still work through the owner's own policy, while requests stay
     scoped; without that policy the owner would read nothing."""
@@ -413,7 +414,7 @@ def test_forced_rls_keeps_the_maintenance_path_of_a_non_superuser_owner(non_supe
             return dg.materialize(everything, selection=selection, instance=instance, resources=resources,
                                   partition_key=partition, raise_on_error=True)
 
-        day = datetime.now(UTC).date()
+        day = today
         results = [run(key, partition) for key, partition in runner.graph_steps(day, V.DEFAULT_SERVING_MODEL)]
         instance.add_dynamic_partitions(PROJECT_PARTITIONS, ["acme", "beta"])
         results += [run(compiled_bundles.key, project) for project in ("acme", "beta")]

@@ -19,7 +19,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 from typing import Any
 
 import psycopg
@@ -233,17 +233,19 @@ def recall_alone(url: str, seed: int, calls: int) -> tuple[list[float], list[str
     return latencies, unexpected
 
 
-def materialise(url: str) -> list[float]:
-    """The ledger and the embedding asset of today, with their checks, in this process; each run's seconds."""
-    day = datetime.now(UTC).date()
+def materialise(url: str, since: date) -> list[float]:
+    """The ledger and the embedding asset of each day since the load began (a soak may cross midnight), with their
+    checks, in this process; each run's seconds."""
     instance = runner.dagster_instance(url)
     seconds = []
-    for key, partition in ((ledger_units.key, day.isoformat()),
-                           (unit_embeddings.key, str(model_day_key(SERVING_MODEL, day)))):
-        started = time.perf_counter()
-        result = runner.materialize_asset(key, instance, partition_key=partition)
-        assert result.success and all(e.passed for e in result.get_asset_check_evaluations()), key
-        seconds.append(time.perf_counter() - started)
+    days = [since + timedelta(days=n) for n in range((datetime.now(UTC).date() - since).days + 1)]
+    for day in days:
+        for key, partition in ((ledger_units.key, day.isoformat()),
+                               (unit_embeddings.key, str(model_day_key(SERVING_MODEL, day)))):
+            started = time.perf_counter()
+            result = runner.materialize_asset(key, instance, partition_key=partition)
+            assert result.success and all(e.passed for e in result.get_asset_check_evaluations()), key
+            seconds.append(time.perf_counter() - started)
     return seconds
 
 
@@ -283,7 +285,7 @@ def check_ledger(conn: psycopg.Connection[Any], acks: list[Ack], where: str) -> 
     pytest.param(30, 100, 15, id="short"),
     pytest.param(500, 2000, 100, id="soak", marks=[pytest.mark.soak, pytest.mark.timeout(3600)])])
 def test_sixteen_writers_four_recallers_and_a_materialisation_lose_and_duplicate_nothing(
-        mem, conn, clean, embedder, stored_text, per_writer, seed_size, alone_calls):
+        mem, conn, clean, embedder, stored_text, per_writer, seed_size, alone_calls, today):
     seed = int(os.environ.get("LOAD_SEED") or random.randrange(2**32))
     where = f"LOAD_SEED={seed}"
     rng = random.Random(seed)
@@ -319,7 +321,7 @@ def test_sixteen_writers_four_recallers_and_a_materialisation_lose_and_duplicate
     runs: list[float] = []
     try:
         while not stop.is_set():
-            runs += materialise(clean)  # the ledger and embedding assets run while the writers write
+            runs += materialise(clean, today)  # the ledger and embedding assets run while the writers write
             stop.wait(MATERIALISE_PAUSE_S)  # a sensor's pace, not a loop holding the GIL
     finally:
         watcher.join()
@@ -327,7 +329,7 @@ def test_sixteen_writers_four_recallers_and_a_materialisation_lose_and_duplicate
             thread.join()
     written = phases["written"] - began
     phases["materialised_during_load"] = time.perf_counter()
-    runs += materialise(clean)  # the bulk writers' last rows, and the last vectors
+    runs += materialise(clean, today)  # the bulk writers' last rows, and the last vectors
     phases["materialised_after"] = time.perf_counter()
 
     problems = [p for t in tallies for p in t.unexpected] + recaller_errors

@@ -13,13 +13,14 @@ from memory_assets.defs.curation.assets import curated_units
 from memory_assets.defs.embeddings.assets import unit_embeddings
 from tests.cases import T1, T2
 
-TODAY = datetime.now(UTC).date()
-DAYS = [TODAY - timedelta(days=2), TODAY - timedelta(days=1), TODAY]
+
+def three_days(today):
+    return [today - timedelta(days=2), today - timedelta(days=1), today]
 
 
-def seed_three_days(mem, conn):
+def seed_three_days(mem, conn, today):
     """Two units on each of three days (creation time moved back, as an injected clock would)."""
-    for offset, day in enumerate(DAYS):
+    for offset, day in enumerate(three_days(today)):
         for i in range(2):
             token = mem.remember(project="acme", kind="env", type="semantic", title=f"Service {offset}-{i} port",
                                  body=f"Service {offset}-{i} listens on port {7000 + 10 * offset + i} "
@@ -41,44 +42,45 @@ def vectors(conn):
                         "GROUP BY 1 ORDER BY 1").fetchall()
 
 
-def test_a_second_model_backfilled_over_three_days_coexists_and_serving_switches(mem, conn):
-    seed_three_days(mem, conn)
+def test_a_second_model_backfilled_over_three_days_coexists_and_serving_switches(mem, conn, today):
+    days = three_days(today)
+    seed_three_days(mem, conn, today)
     instance = dg.DagsterInstance.ephemeral()
-    for day in DAYS:
+    for day in days:
         result = run(unit_embeddings, instance, partition_key=f"{day.isoformat()}|{T1}")
         assert result.get_asset_materialization_events()[0].materialization.metadata["written"].value == 2
     # one single-run backfill of the new model over the three day partitions
     backfill = run(unit_embeddings, instance, tags={
-        "dagster/asset_partition_range_start": f"{DAYS[0].isoformat()}|{T2}",
-        "dagster/asset_partition_range_end": f"{DAYS[-1].isoformat()}|{T2}"})
+        "dagster/asset_partition_range_start": f"{days[0].isoformat()}|{T2}",
+        "dagster/asset_partition_range_end": f"{days[-1].isoformat()}|{T2}"})
     metadata = backfill.get_asset_materialization_events()[0].materialization.metadata
     assert (metadata["partitions"].value, metadata["written"].value) == (3, 6)
     assert [(m, n) for m, n, _ in vectors(conn)] == [(T1, 6), (T2, 6)]
 
     # re-materialising a partition writes nothing new
     before = vectors(conn)
-    again = run(unit_embeddings, instance, partition_key=f"{DAYS[1].isoformat()}|{T2}")
+    again = run(unit_embeddings, instance, partition_key=f"{days[1].isoformat()}|{T2}")
     assert again.get_asset_materialization_events()[0].materialization.metadata["written"].value == 0
     assert vectors(conn) == before
 
     # a near-duplicate embedded only by the new model: curation sees it only once that model serves
     dup = mem.remember(project="acme", kind="env", type="semantic", title="Service 2-1 port",
                        body="Service 2-1 listens on port 7021 because of the proxy!").token
-    run(unit_embeddings, instance, partition_key=f"{TODAY.isoformat()}|{T2}")
-    curated = run(curated_units, instance, partition_key=TODAY.isoformat())
+    run(unit_embeddings, instance, partition_key=f"{today.isoformat()}|{T2}")
+    curated = run(curated_units, instance, partition_key=today.isoformat())
     assert curated.get_asset_materialization_events()[0].materialization.metadata["merged"].value == 0
     assert mem.unit("acme", dup)["status"] == "active"
     mem.set_serving_model(T2)
-    curated = run(curated_units, instance, partition_key=TODAY.isoformat())
+    curated = run(curated_units, instance, partition_key=today.isoformat())
     metadata = curated.get_asset_materialization_events()[0].materialization.metadata
     assert (metadata["serving_model"].text, metadata["merged"].value) == (T2, 1)
     assert mem.unit("acme", dup)["status"] == "retired"
 
 
-def test_embeddings_checks_report_coverage_of_the_serving_model(mem, conn):
-    seed_three_days(mem, conn)
+def test_embeddings_checks_report_coverage_of_the_serving_model(mem, conn, today):
+    seed_three_days(mem, conn, today)
     instance = dg.DagsterInstance.ephemeral()
-    result = run(unit_embeddings, instance, partition_key=f"{TODAY.isoformat()}|{T1}")
+    result = run(unit_embeddings, instance, partition_key=f"{today.isoformat()}|{T1}")
     checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
     current = checks["embeddings_current"]
     assert not current.passed and current.metadata["missing"].value == 4
@@ -86,8 +88,9 @@ def test_embeddings_checks_report_coverage_of_the_serving_model(mem, conn):
     assert checks["embedding_dimensions_consistent"].passed and checks["no_vectors_for_forgotten_units"].passed
 
 
-def test_cli_backfill_reports_partitions_to_the_ui_instance(mem, conn):
-    seed_three_days(mem, conn)
+def test_cli_backfill_reports_partitions_to_the_ui_instance(mem, conn, today):
+    days = three_days(today)
+    seed_three_days(mem, conn, today)
     result = CliRunner().invoke(main, ["embed", "--model", T2, "--backfill", "--serve", "--json"],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
@@ -95,7 +98,7 @@ def test_cli_backfill_reports_partitions_to_the_ui_instance(mem, conn):
     assert (summary["days"], summary["written"], summary["serving"]) == (3, 6, T2)
     instance = runner.dagster_instance(mem.url)
     materialized = instance.get_materialized_partitions(unit_embeddings.key)
-    assert {f"{d.isoformat()}|{T2}" for d in DAYS} <= set(materialized)
+    assert {f"{d.isoformat()}|{T2}" for d in days} <= set(materialized)
     again = json.loads(CliRunner().invoke(main, ["embed", "--model", T2, "--backfill", "--json"]).stdout)
     assert again["written"] == 0
 

@@ -13,9 +13,6 @@ from memory_assets.defs.embeddings.assets import unit_embeddings
 from memory_assets.resources import PostgresResource
 from tests.cases import T1, T2
 
-TODAY = datetime.now(UTC).date()
-OLD_DAY = TODAY - timedelta(days=40)
-
 
 def remember(mem, i, project="acme"):
     return mem.remember(project=project, kind="env", type="semantic", title=f"Service {i} port",
@@ -32,17 +29,18 @@ def keys(result):
     return sorted(r.partition_key for r in result.run_requests)
 
 
-def test_the_sensor_requests_exactly_the_stale_partitions_once(mem, conn):
+def test_the_sensor_requests_exactly_the_stale_partitions_once(mem, conn, today):
+    old_day = today - timedelta(days=40)
     instance = dg.DagsterInstance.ephemeral()
     first = tick(mem, instance)
     assert not first.run_requests and first.skip_reason and first.cursor is None  # an empty journal
 
     old = remember(mem, 1)
     conn.execute("UPDATE memory_units SET created_at = %s WHERE id = %s",
-                 (datetime.combine(OLD_DAY, datetime.min.time(), tzinfo=UTC), old.unit_id))
+                 (datetime.combine(old_day, datetime.min.time(), tzinfo=UTC), old.unit_id))
     remember(mem, 2)
     result = tick(mem, instance)
-    assert keys(result) == sorted([f"{OLD_DAY.isoformat()}|{T1}", f"{TODAY.isoformat()}|{T1}"])
+    assert keys(result) == sorted([f"{old_day.isoformat()}|{T1}", f"{today.isoformat()}|{T1}"])
     assert all(r.run_key and r.run_key.endswith(f"@{result.cursor}") for r in result.run_requests)
 
     # the cursor moved past those changes: the next tick reads nothing, whatever was embedded meanwhile
@@ -50,15 +48,15 @@ def test_the_sensor_requests_exactly_the_stale_partitions_once(mem, conn):
     assert not again.run_requests and again.cursor is None
 
     # the old day embedded (what the requested run does): a correction of its unit asks for that day alone
-    runner.materialize_asset(unit_embeddings.key, instance, partition_key=f"{OLD_DAY.isoformat()}|{T1}")
-    runner.materialize_asset(unit_embeddings.key, instance, partition_key=f"{TODAY.isoformat()}|{T1}")
+    runner.materialize_asset(unit_embeddings.key, instance, partition_key=f"{old_day.isoformat()}|{T1}")
+    runner.materialize_asset(unit_embeddings.key, instance, partition_key=f"{today.isoformat()}|{T1}")
     mem.correct("acme", old.token, body="Service 1 listens on port 7100 because the proxy maps it there.")
     corrected = tick(mem, instance, result.cursor)
-    assert keys(corrected) == [f"{OLD_DAY.isoformat()}|{T1}"]
+    assert keys(corrected) == [f"{old_day.isoformat()}|{T1}"]
     assert corrected.cursor != result.cursor
 
     # a change whose unit already has a current vector (a vote, a status change) requests nothing
-    runner.materialize_asset(unit_embeddings.key, instance, partition_key=f"{OLD_DAY.isoformat()}|{T1}")
+    runner.materialize_asset(unit_embeddings.key, instance, partition_key=f"{old_day.isoformat()}|{T1}")
     conn.execute("UPDATE memory_units SET status = 'flagged' WHERE id = %s", (old.unit_id,))
     quiet = tick(mem, instance, corrected.cursor)
     assert not quiet.run_requests and quiet.cursor and quiet.cursor != corrected.cursor
@@ -74,11 +72,11 @@ def test_the_sensor_runs_by_default_and_its_runs_are_limited_as_embedding_work()
     assert job.tags[V.RUN_KIND_TAG] == V.RUN_KIND_EMBEDDING and job.executor_def is dg.in_process_executor
 
 
-def test_the_sensor_follows_the_serving_model(mem):
+def test_the_sensor_follows_the_serving_model(mem, today):
     instance = dg.DagsterInstance.ephemeral()
     remember(mem, 1)
     mem.set_serving_model(T2)
-    assert keys(tick(mem, instance)) == [f"{TODAY.isoformat()}|{T2}"]
+    assert keys(tick(mem, instance)) == [f"{today.isoformat()}|{T2}"]
 
 
 def test_a_queued_run_of_the_partition_absorbs_new_changes(mem):

@@ -3,7 +3,6 @@
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime
 
 import dagster as dg
 import psycopg
@@ -34,11 +33,10 @@ def candidates():
     return rows
 
 
-def test_materialising_a_day_folds_the_inbox_and_rematerialising_changes_nothing(mem):
+def test_materialising_a_day_folds_the_inbox_and_rematerialising_changes_nothing(mem, today):
     with mem.connection() as conn:
         counts = capture.remember_many(conn, candidates(), fold_now=False)
     assert counts["captured"] == 3 and counts["rejected"] == {"decision_kind": 1}
-    today = datetime.now(UTC).date()
     instance = runner.dagster_instance(mem.url)
     results = runner.materialize_day(today, instance)
     assert all(r.success for r in results)
@@ -83,14 +81,14 @@ def test_audience_check_fails_when_private_to_drifts_from_the_sources(mem):
     assert not result.passed and sorted(result.metadata["unit_ids"].value) == sorted([mine.unit_id, shared.unit_id])
 
 
-def test_inbox_sensor_requests_the_days_with_unfolded_rows(mem):
+def test_inbox_sensor_requests_the_days_with_unfolded_rows(mem, today):
     resource = PostgresResource(database_url=mem.url)
     context = dg.build_sensor_context(resources={"postgres": resource})
     assert isinstance(inbox_sensor(context), dg.SkipReason)
     with mem.connection() as conn:
         capture.remember_many(conn, candidates()[:1], fold_now=False)
     requests = inbox_sensor(dg.build_sensor_context(resources={"postgres": resource}))
-    assert [r.partition_key for r in requests] == [datetime.now(UTC).date().isoformat()]
+    assert [r.partition_key for r in requests] == [today.isoformat()]
 
 
 def test_definitions_validate(tmp_path):
