@@ -9,7 +9,7 @@ import math
 import re
 import struct
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal, overload
@@ -567,7 +567,8 @@ def _screen(pattern: re.Pattern[str]) -> Callable[[str], object] | None:
 
 # Every pattern with the screen that lets has_secret skip it on a text it cannot match
 # (test_has_secret_agrees_with_every_detector holds has_secret to secret_kinds on hostile and random text).
-_SCREENED: list[tuple[Screen, Screen | None]] = [(pattern.search, _screen(pattern)) for pattern in _EXTRA.values()]
+_SCREENED: list[tuple[str, Screen, Screen | None]] = [(name, pattern.search, _screen(pattern))
+                                                      for name, pattern in _EXTRA.items()]
 _BLOB = re.compile(rf"[A-Za-z0-9+/_-]{{{V.SECRET_BLOB_MIN_CHARS},}}")  # "=" only pads: never inside
 _WHITESPACE = re.compile(r"\s+")
 _SCAN_FILENAME = "memory-unit"  # the file name detect-secrets' plugins are told (no extension: no file type)
@@ -673,49 +674,39 @@ def _chunks(text: str) -> list[str]:
     return chunks
 
 
-def secret_kinds(text: str) -> list[str]:
-    """Names of the detectors that fire on the text's scan form, on it with line breaks removed (a token split
-    over fields or lines) and, for prefixed tokens, on it with all whitespace removed (detect-secrets' plugins
-    plus our patterns and the unquoted-blob check)."""
+def _detections(text: str, screened: bool) -> Iterator[str]:
+    """The detectors that fire on the text's scan form, on it with line breaks removed (a token split over fields or
+    lines) and, for prefixed tokens, on it with all whitespace removed: our patterns, the unquoted-blob check, then
+    detect-secrets' plugins; screened, each is skipped where its screen proves it cannot fire."""
+
+    def may(screen: Screen | None, value: str) -> object:
+        return not screened or screen is None or screen(value)
+
     lines = scan_form(text)
     joined = lines.replace("\n", "")
     forms = [lines] if joined == lines else [lines, joined]
-    found = [name for name, pattern in _EXTRA.items() if any(pattern.search(form) for form in forms)]
+    for name, search, screen in _SCREENED:
+        if any(may(screen, form) and search(form) for form in forms):
+            yield name
     stripped = _WHITESPACE.sub("", lines)
-    found += [name for name, pattern in _PREFIXED.items() if name not in found and pattern.search(stripped)]
+    yield from (name for name, pattern in _PREFIXED.items() if pattern.search(stripped))
     if any(_blobs(form) for form in forms):
-        found.append("high_entropy_blob")
-    for line in {*_chunks(lines), joined}:
-        for plugin in _plugins():
-            if any(True for _ in plugin.analyze_line(filename=_SCAN_FILENAME, line=line, line_number=0)):
-                found.append(plugin.secret_type)
-    return list(dict.fromkeys(found))
-
-
-def _fires(text: str) -> bool:
-    """Whether any detector of secret_kinds fires, stopping at the first: every cheap check before the plugins,
-    each pattern and plugin skipped where its screen proves it cannot match."""
-    lines = scan_form(text)
-    joined = lines.replace("\n", "")
-    forms = [lines] if joined == lines else [lines, joined]
-    for form in forms:
-        for search, screen in _SCREENED:
-            if (screen is None or screen(form)) and search(form):
-                return True
-    stripped = _WHITESPACE.sub("", lines)
-    if any(pattern.search(stripped) for pattern in _PREFIXED.values()) or any(_blobs(form) for form in forms):
-        return True
+        yield "high_entropy_blob"
     searches, others = _screened_plugins()
     for line in {*_chunks(lines), joined}:
         for plugin, search, screen in searches:
-            if ((screen is None or screen(line)) and search(line)
-                    and plugin.analyze_line(filename=_SCAN_FILENAME, line=line, line_number=0)):
-                return True
+            if may(screen, line) and search(line) and plugin.analyze_line(filename=_SCAN_FILENAME, line=line,
+                                                                          line_number=0):
+                yield plugin.secret_type
         for plugin, needs in others:
-            if (needs is None or needs(line)) and plugin.analyze_line(filename=_SCAN_FILENAME, line=line,
-                                                                      line_number=0):
-                return True
-    return False
+            if may(needs, line) and plugin.analyze_line(filename=_SCAN_FILENAME, line=line, line_number=0):
+                yield plugin.secret_type
+
+
+def secret_kinds(text: str) -> list[str]:
+    """Names of every detector that fires, each run without its screen: what a rejection is reported as, and the
+    reference has_secret's screens are tested against."""
+    return list(dict.fromkeys(_detections(text, screened=False)))
 
 
 def candidate_text(candidate: Candidate) -> str:
@@ -726,8 +717,8 @@ def candidate_text(candidate: Candidate) -> str:
 
 def has_secret(text: str) -> bool:
     """True when any secret detector fires on the text (each line, and the lines joined): secret_kinds' verdict,
-    reached by cheap screens first so a clean text costs a fraction of naming every detector."""
-    return _fires(text)
+    stopping at the first, each detector screened so a clean text costs a fraction of naming every detector."""
+    return next(_detections(text, screened=True), None) is not None
 
 
 def gate(candidate: Candidate, canon: list[list[int]] | None = None) -> str | None:

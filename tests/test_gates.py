@@ -266,7 +266,7 @@ def test_a_contribution_without_a_task_is_keyed_by_who_contributed_it():
             == gates.validate(**base, task_id="T-1", persona="bo").idempotency_key)
 
 
-# --- has_secret's screens agree with naming every detector (issue #15: the gate got faster, not weaker) ----------
+# --- has_secret's screens agree with running every detector unscreened (the gate got faster, not weaker) --------
 
 def _corpus_texts():
     for _, fields, _ in SECRET_CORPUS:

@@ -270,3 +270,17 @@ def test_spans_are_posted_over_otlp_http_when_the_endpoint_is_set(collector):
 @pytest.mark.parametrize("endpoint", [None, "", "  "])
 def test_nothing_is_set_up_without_an_endpoint(endpoint):
     assert export(endpoint) == {"configured": [False, False], "provider": "ProxyTracerProvider"}
+
+
+def test_the_api_global_that_active_reads_is_there_and_follows_the_provider():
+    """active() reads OpenTelemetry's private trace._TRACER_PROVIDER: pinned here, in a fresh interpreter, so an
+    upgrade that renames it fails this test instead of quietly sending every span down the API's slower path."""
+    script = ("from opentelemetry import trace\n"
+              "from opentelemetry.sdk.trace import TracerProvider\n"
+              "from memory_assets import tracing\n"
+              "before = (hasattr(trace, '_TRACER_PROVIDER'), trace._TRACER_PROVIDER, tracing.active())\n"
+              "trace.set_tracer_provider(TracerProvider())\n"
+              "print(before, trace._TRACER_PROVIDER is not None, tracing.active())\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env).stdout
+    assert out.split() == ["(True,", "None,", "False)", "True", "True"]
