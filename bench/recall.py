@@ -87,11 +87,12 @@ def timed_searches(mem, project: str, queries: np.ndarray, k: int) -> list[float
     """The dense leg's SQL alone (inside one scoped transaction): the part numpy's brute force stands for."""
     latencies = []
     with mem.connection() as conn, authz.scoped(conn, authz.Actor.reader(project, "bench")):
-        model_key, size, _ = request.request_context(conn, project, k)
-        params = {**request.request_params(project, [], k, datetime.now(UTC), False), "model": model_key}
+        model_key, _, _ = request.request_context(conn, project, k)
+        params = request.request_params(project, [], k, datetime.now(UTC), False)
+        dense = legs.composed("recall/dense", model_key)
         for q in np.vstack([queries[:1], queries]):
             start = time.perf_counter()
-            legs.dense_leg(conn, {**params, "vector": q}, model_key, size)
+            conn.execute(dense, legs.statement_params(params, q, sparse=False)).fetchall()
             latencies.append((time.perf_counter() - start) * 1000)
     return latencies[1:]
 

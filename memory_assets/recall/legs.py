@@ -1,5 +1,5 @@
-"""The recall legs and follow-ups as SQL: every candidate with what scoring reads of it in one statement, the
-cited text of the top k, and the dense leg alone (what bench/recall.py sets beside numpy)."""
+"""The recall legs and follow-ups as SQL: every candidate with what scoring reads of it in one statement, and the
+cited text of the top k."""
 
 from __future__ import annotations
 
@@ -47,12 +47,9 @@ def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key:
     dense rows and says which model serves.
     """
     send_request_context(conn, params["project"], params["k"])
-    statement = {**params, **embeddings.SERVING_MODEL_PARAMS, "vector": vector, "dense": vector is not None,
-                 "sparse": sparse, "window": V.CONTEXT_WINDOW,
-                 "hnsw_min": V.HNSW_MIN_PROJECT_UNITS, "hnsw_candidates": hnsw_candidates(params["k"]),
-                 "overfetch": hnsw_candidates(params["k"]) * V.HNSW_OVERFETCH}
     with tracing.span("memory.recall.legs") as span:
-        rows = conn.execute(composed("recall/candidates", model_key), statement, prepare=True).fetchall()
+        rows = conn.execute(composed("recall/candidates", model_key), statement_params(params, vector, sparse),
+                            prepare=True).fetchall()
         found = unpack(rows)
         tracing.record(span, dense=len(found.dense), sparse=len(found.sparse), near=len(found.near),
                        rows=len(found.details))
@@ -81,16 +78,12 @@ def unpack(rows: list[Row]) -> Candidates:
                       details)
 
 
-def dense_leg(conn: psycopg.Connection[Any], params: dict[str, Any], model_key: str, project_units: int) -> list[Row]:
-    """The dense leg alone (bench/recall.py's search figure): exact under HNSW_MIN_PROJECT_UNITS, else the HNSW
-    first phase for HNSW_CANDIDATES (or k) rows, falling back to exact when its over-fetch leaves fewer."""
-    exact = query("recall/dense_exact")
-    if project_units < V.HNSW_MIN_PROJECT_UNITS:
-        return conn.execute(exact, params).fetchall()
-    wanted = {**params, "candidates": hnsw_candidates(params["k"])}
-    overfetch = wanted["candidates"] * V.HNSW_OVERFETCH
-    rows = conn.execute(composed("recall/dense_hnsw", model_key), {**wanted, "overfetch": overfetch}).fetchall()
-    return rows if len(rows) >= wanted["candidates"] else conn.execute(exact, wanted).fetchall()
+def statement_params(params: dict[str, Any], vector: Any, sparse: bool) -> dict[str, Any]:
+    """The parameters of recall/candidates (and of recall/dense, its dense leg alone, which bench/recall.py times)."""
+    return {**params, **embeddings.SERVING_MODEL_PARAMS, "vector": vector, "dense": vector is not None,
+            "sparse": sparse, "window": V.CONTEXT_WINDOW,
+            "hnsw_min": V.HNSW_MIN_PROJECT_UNITS, "hnsw_candidates": hnsw_candidates(params["k"]),
+            "overfetch": hnsw_candidates(params["k"]) * V.HNSW_OVERFETCH}
 
 
 @tracing.traced("memory.recall.citations", tracing.rows)

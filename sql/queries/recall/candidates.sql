@@ -1,42 +1,11 @@
 -- Every candidate of a recall and what scoring reads of it, in one statement (one plan, one round trip): the dense
--- leg (exact for a project under hnsw_min units, else the HNSW first phase over the model's partial index, with
--- the exact scan as fallback when its over-fetch leaves fewer than hnsw_candidates rows), the IDF-scored sparse
--- leg, the turns next to every episodic candidate (the caller keeps those of its seeds that share a session), and
--- each unit's number, importance, trust, validity, visible personas, session, all its sessions and recency.
--- {dim} and {model} are the model the query vector was encoded for, composed per model so the partial index
--- predicate matches; when another model serves, the dense leg is empty. The first row carries the serving model
--- and the project size even when nothing matches. Each leg applies every filter before its LIMIT; row-level
--- security applies to every table read.
-WITH ctx AS MATERIALIZED (
-    SELECT {embeddings/_serving_model} AS model_key,
-           coalesce((SELECT last_number FROM memory_projects WHERE project = %(project)s), 0) AS units
-), dense_hnsw AS MATERIALIZED (
-    SELECT n.unit_id, n.distance, u.number, u.type = 'episodic' AS episodic
-    FROM (SELECT e.unit_id, e.unit_revision, e.content_hash,
-                 (e.embedding::vector({dim})) <=> %(vector)s::vector({dim}) AS distance
-          FROM memory_embeddings e
-          WHERE e.model_key = {model} AND e.project = %(project)s
-            AND %(dense)s::boolean AND (SELECT c.model_key = {model} AND c.units >= %(hnsw_min)s FROM ctx c)
-          ORDER BY (e.embedding::vector({dim})) <=> %(vector)s::vector({dim})
-          LIMIT %(overfetch)s) AS n
-    JOIN memory_units u ON u.id = n.unit_id AND u.revision = n.unit_revision AND u.content_hash = n.content_hash
-    WHERE {recall/_unit_filters}
-    ORDER BY n.distance, u.number
-    LIMIT %(hnsw_candidates)s
-), dense_exact AS MATERIALIZED (
-    SELECT e.unit_id, e.embedding <=> %(vector)s::vector AS distance, u.number, u.type = 'episodic' AS episodic
-    FROM memory_embeddings e
-    JOIN memory_units u ON u.id = e.unit_id AND u.revision = e.unit_revision AND u.content_hash = e.content_hash
-    WHERE e.model_key = {model} AND e.project = %(project)s AND {recall/_unit_filters}
-      AND %(dense)s::boolean AND (SELECT c.model_key = {model} FROM ctx c)
-      AND ((SELECT c.units < %(hnsw_min)s FROM ctx c) OR (SELECT count(*) < %(hnsw_candidates)s FROM dense_hnsw))
-    ORDER BY distance, u.number
-    LIMIT (SELECT CASE WHEN c.units < %(hnsw_min)s THEN %(candidates)s ELSE %(hnsw_candidates)s END FROM ctx c)
-), dense AS MATERIALIZED (
-    SELECT d.unit_id, d.distance, d.episodic, row_number() OVER (ORDER BY d.distance, d.number) AS rank
-    FROM (SELECT * FROM dense_exact UNION ALL
-          SELECT * FROM dense_hnsw WHERE NOT EXISTS (SELECT 1 FROM dense_exact)) AS d
-), matched AS MATERIALIZED (
+-- leg (recall/_dense_leg), the IDF-scored sparse leg, the turns next to every episodic candidate (the caller keeps
+-- those of its seeds that share a session), and each unit's number, importance, trust, validity, visible personas,
+-- session, all its sessions and recency. {dim} and {model} are the model the query vector was encoded for, composed
+-- per model so the partial index predicate matches. The first row carries the serving model and the project size
+-- even when nothing matches. Each leg applies every filter before its LIMIT; row-level security applies to every
+-- table read.
+WITH {recall/_dense_leg}, matched AS MATERIALIZED (
     SELECT u.id, u.tsv, u.number, u.type = 'episodic' AS episodic, ({recall/_unit_filters}) AS recallable
     FROM memory_units u
     WHERE u.project = %(project)s AND u.tsv @@ to_tsquery('english', %(tsquery)s) AND %(sparse)s::boolean

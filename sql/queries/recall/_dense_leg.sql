@@ -1,0 +1,35 @@
+-- The dense leg as common table expressions (ctx, dense_hnsw, dense_exact, dense), shared by recall/candidates and
+-- recall/dense (the leg alone, which bench/recall.py sets beside numpy): exact for a project under hnsw_min units,
+-- else the HNSW first phase over the model's partial index, with the exact scan as fallback when its over-fetch
+-- leaves fewer than hnsw_candidates rows. {dim} and {model} are the model the query vector was encoded for; when
+-- another model serves, the leg is empty. ctx carries the serving model and the project's size.
+ctx AS MATERIALIZED (
+    SELECT {embeddings/_serving_model} AS model_key,
+           coalesce((SELECT last_number FROM memory_projects WHERE project = %(project)s), 0) AS units
+), dense_hnsw AS MATERIALIZED (
+    SELECT n.unit_id, n.distance, u.number, u.type = 'episodic' AS episodic
+    FROM (SELECT e.unit_id, e.unit_revision, e.content_hash,
+                 (e.embedding::vector({dim})) <=> %(vector)s::vector({dim}) AS distance
+          FROM memory_embeddings e
+          WHERE e.model_key = {model} AND e.project = %(project)s
+            AND %(dense)s::boolean AND (SELECT c.model_key = {model} AND c.units >= %(hnsw_min)s FROM ctx c)
+          ORDER BY (e.embedding::vector({dim})) <=> %(vector)s::vector({dim})
+          LIMIT %(overfetch)s) AS n
+    JOIN memory_units u ON u.id = n.unit_id AND u.revision = n.unit_revision AND u.content_hash = n.content_hash
+    WHERE {recall/_unit_filters}
+    ORDER BY n.distance, u.number
+    LIMIT %(hnsw_candidates)s
+), dense_exact AS MATERIALIZED (
+    SELECT e.unit_id, e.embedding <=> %(vector)s::vector AS distance, u.number, u.type = 'episodic' AS episodic
+    FROM memory_embeddings e
+    JOIN memory_units u ON u.id = e.unit_id AND u.revision = e.unit_revision AND u.content_hash = e.content_hash
+    WHERE e.model_key = {model} AND e.project = %(project)s AND {recall/_unit_filters}
+      AND %(dense)s::boolean AND (SELECT c.model_key = {model} FROM ctx c)
+      AND ((SELECT c.units < %(hnsw_min)s FROM ctx c) OR (SELECT count(*) < %(hnsw_candidates)s FROM dense_hnsw))
+    ORDER BY distance, u.number
+    LIMIT (SELECT CASE WHEN c.units < %(hnsw_min)s THEN %(candidates)s ELSE %(hnsw_candidates)s END FROM ctx c)
+), dense AS MATERIALIZED (
+    SELECT d.unit_id, d.distance, d.episodic, row_number() OVER (ORDER BY d.distance, d.number) AS rank
+    FROM (SELECT * FROM dense_exact UNION ALL
+          SELECT * FROM dense_hnsw WHERE NOT EXISTS (SELECT 1 FROM dense_exact)) AS d
+)
