@@ -132,7 +132,8 @@ GOALS = (
     Goal("recall p95 at 100k units / numpy p95 (ex encoding)", "recall", ("sizes", "100000", "ratio_p95"), 2.0, True,
          X, "fewer round trips and the scoring details from the legs; ef_search against recall of the exact top 10"),
     Goal("remember(), one writer", "ingest", ("units_per_second_median", "remember_1"), 1000, False, " units/s",
-         "gates once per candidate over pre-compiled patterns, no per-call detect-secrets set-up (item 3)"),
+         "one writer waits for one WAL flush per acknowledged write: compare durable_commit (INSERT + COMMIT alone) in "
+         "ingest.json; beyond it only batching (remember_many) or a faster disk, never an unflushed acknowledgement"),
     Goal("bulk import (remember_many)", "ingest", ("units_per_second_median", "import"), 5000, False, " units/s",
          "stream the import and gate in parallel (item 3)"),
     Goal("embedding stage / raw encode()", "embed", ("ratio_stage_vs_raw_encode",), 0.9, False, X,

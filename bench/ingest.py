@@ -88,6 +88,24 @@ def copy_rate(mem, project: str, n: int) -> float:
     return n / seconds
 
 
+def durable_commit_rate(mem, n: int) -> float:
+    """One-row INSERTs each committed, into a logged table (a temporary one skips the WAL flush): the floor of any
+    single writer whose every acknowledged write must survive a crash."""
+    with mem.connection() as conn:
+        conn.execute("CREATE TABLE bench_commit_floor (id bigserial PRIMARY KEY, v text)")
+        conn.commit()
+
+        def commits():
+            for i in range(n):
+                conn.execute("INSERT INTO bench_commit_floor (v) VALUES (%s)", (str(i),))
+                conn.commit()
+
+        seconds, _ = timed(commits)
+        conn.execute("DROP TABLE bench_commit_floor")
+        conn.commit()
+    return n / seconds
+
+
 def gate_cpu_us(n: int) -> dict[str, float]:
     """CPU microseconds per candidate of the gates, of has_secret and of naming every detector (secret_kinds, what
     has_secret did before its screens): a busy machine stretches wall time, not these."""
@@ -113,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     cores = os.cpu_count() or 1
     runs: dict[str, list[float]] = {"remember_1": [], "remember_8": [], "remember_many": [],
-                                    "remember_many_parallel": [], "import": [], "copy": []}
+                                    "remember_many_parallel": [], "import": [], "copy": [], "durable_commit": []}
     load = {"before": [round(x, 2) for x in os.getloadavg()]}
     with scratch_memory() as mem:
         for r in range(args.repeats):
@@ -123,6 +141,7 @@ def main(argv: list[str] | None = None) -> None:
             runs["remember_many_parallel"].append(remember_many_rate(mem, f"rp-{r}", args.import_size, cores))
             runs["import"].append(import_rate(mem, f"imp-{r}", args.import_size))
             runs["copy"].append(copy_rate(mem, f"cp-{r}", args.import_size))
+            runs["durable_commit"].append(durable_commit_rate(mem, args.remember))
     load["after"] = [round(x, 2) for x in os.getloadavg()]
     medians = {k: round(median(v), 1) for k, v in runs.items()}
     write_result("ingest", {
@@ -130,6 +149,7 @@ def main(argv: list[str] | None = None) -> None:
         "runs": {k: [round(x, 1) for x in v] for k, v in runs.items()},
         "ratios": {
             "import_vs_raw_copy": round(medians["import"] / medians["copy"], 3),
+            "remember_1_vs_durable_commit": round(medians["remember_1"] / medians["durable_commit"], 3),
             "remember_8_vs_1_writers": round(medians["remember_8"] / medians["remember_1"], 3),
             "remember_many_parallel_vs_one_process": round(medians["remember_many_parallel"]
                                                            / medians["remember_many"], 3),
@@ -140,7 +160,8 @@ def main(argv: list[str] | None = None) -> None:
                   "batch": V.IMPORT_BATCH, "gate_workers": cores},
         "note": "remember: the public API, one writer or 8 threads; remember_many: batches of IMPORT_BATCH, gates in "
                 "this process or in one process per core; import: the CLI command in this process, lines/s "
-                "(connect, read, validate, parallel gates, COPY, fold); copy: raw COPY of the same rows",
+                "(connect, read, validate, parallel gates, COPY, fold); copy: raw COPY of the same rows; "
+                "durable_commit: one-row INSERT + COMMIT per write, the floor of one writer's acknowledged writes",
     })
 
 
