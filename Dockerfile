@@ -21,7 +21,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     HF_HUB_OFFLINE=1 \
     TOKENIZERS_PARALLELISM=false \
     DAGSTER_HOME=/opt/dagster/home \
-    DAGSTER_COMPUTE_LOG_DIR=/opt/dagster/compute_logs
+    DAGSTER_COMPUTE_LOG_DIR=/opt/dagster/compute_logs \
+    MEMORY_ASSETS_HOME=/opt/dagster/memory
 
 # The CPU build of torch first: from PyPI's default index torch==2.13.0 brings gigabytes of CUDA wheels.
 RUN pip install --index-url "${TORCH_INDEX_URL}" torch==2.13.0
@@ -36,13 +37,17 @@ RUN pip install "$(ls /wheels/memory_assets-*.whl)[deploy]" && rm -rf /wheels
 # mounted over it starts with that owner.
 RUN groupadd --gid 10001 dagster \
  && useradd --create-home --uid 10001 --gid 10001 dagster \
- && mkdir -p "${DAGSTER_HOME}" "${DAGSTER_COMPUTE_LOG_DIR}" /opt/dagster/app \
- && chown dagster:dagster "${DAGSTER_HOME}" "${DAGSTER_COMPUTE_LOG_DIR}"
+ && mkdir -p "${DAGSTER_HOME}" "${DAGSTER_COMPUTE_LOG_DIR}" "${MEMORY_ASSETS_HOME}" /opt/dagster/app \
+ && chown dagster:dagster "${DAGSTER_HOME}" "${DAGSTER_COMPUTE_LOG_DIR}" "${MEMORY_ASSETS_HOME}"
 COPY deploy/dagster.yaml ${DAGSTER_HOME}/dagster.yaml
 COPY workspace.yaml /opt/dagster/app/workspace.yaml
 WORKDIR /opt/dagster/app
 # numeric, so Kubernetes can verify runAsNonRoot without reading /etc/passwd
 USER 10001:10001
+# The ONNX export of the model's weights, made once here: every query and every embedding run (each in its own
+# container) encodes through it without importing torch, so a sensor's run starts within seconds.
+RUN python -c "from memory_assets import embeddings, vocabulary as V; \
+embeddings.onnx_encoder(embeddings.model_spec(V.DEFAULT_SERVING_MODEL), 'fp32')"
 
 EXPOSE 4000 3000
 CMD ["dagster", "code-server", "start", "-m", "memory_assets.definitions", "-h", "0.0.0.0", "-p", "4000", \

@@ -214,13 +214,13 @@ def loadavg() -> list[float]:
 
 
 def query_encoder(model: str):
-    """What recall() encodes a question with (uncached), or the torch model where the project has no other."""
-    return embeddings.query_encoder(model) if hasattr(embeddings, "query_encoder") else embeddings.embedder_for(model)
+    """What recall() encodes a question with (uncached)."""
+    return embeddings.query_encoder(model)
 
 
 def compare(mem, peer, qs: list, vectors: dict, model: str, k: int) -> dict:
     """Ask each question of every system back to back, rotating the order; latency and evidence recall at k."""
-    torch_encode = embeddings.embedder_for(model).encode
+    torch_encode = embeddings.Embedder(embeddings.model_spec(model), backend="torch").encode  # what mem0 runs
     our_encode = query_encoder(model).encode
 
     def ours(q):

@@ -60,20 +60,37 @@ def digest(text: str) -> str:
 
 
 class Embedder:
-    """A loaded model behind one encode() call: batched, normalised float32 vectors."""
+    """A model behind one encode() call: batched, normalised float32 vectors, through the ONNX export of the weights
+    (vocabulary.DOCUMENT_ENCODER: torch's vectors to 3e-7, without importing torch, so an embedding run starts in a
+    second instead of fifteen) or through torch's sentence-transformers pipeline."""
 
-    def __init__(self, spec: ModelSpec, batch_size: int = V.EMBED_BATCH_SIZE, threads: int = V.EMBED_THREADS) -> None:
+    def __init__(self, spec: ModelSpec, batch_size: int = V.EMBED_BATCH_SIZE, threads: int = V.EMBED_THREADS,
+                 backend: str | None = None) -> None:
         self.spec = spec
         self.batch_size = batch_size
-        self.model = load_model(spec.loader, threads)
+        backend = backend or V.DOCUMENT_ENCODER
+        if backend not in V.DOCUMENT_ENCODERS:
+            raise ValidationError("document_encoder",
+                                  f"must be one of {', '.join(V.DOCUMENT_ENCODERS)} (got {backend!r})")
+        self.onnx = onnx_encoder(spec, backend.removeprefix("onnx-"), threads) if backend.startswith("onnx-") else None
+        self.backend = backend if self.onnx else "torch"
+        self.model: Any = None if self.onnx else load_model(spec.loader, threads)
 
     def encode(self, texts: list[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
         """Unit-length float32 vectors of the texts, one row each, in batches of batch_size."""
         if not texts:
             return np.zeros((0, self.spec.dim), dtype=np.float32)
-        vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
-                                    convert_to_numpy=True, show_progress_bar=False)
-        result: np.ndarray[Any, np.dtype[np.float32]] = vectors.astype(np.float32, copy=False)
+        if self.onnx is None:
+            vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                                        convert_to_numpy=True, show_progress_bar=False)
+            result: np.ndarray[Any, np.dtype[np.float32]] = vectors.astype(np.float32, copy=False)
+            return result
+        # texts of like length batched together pad little (what sentence-transformers does), then put back in order
+        order = np.argsort([len(text) for text in texts], kind="stable")
+        result = np.empty((len(texts), self.spec.dim), dtype=np.float32)
+        for start in range(0, len(texts), self.batch_size):
+            rows = order[start: start + self.batch_size]
+            result[rows] = self.onnx.encode([texts[row] for row in rows])
         return result
 
 
@@ -203,6 +220,27 @@ class OnnxEncoder:
         return vectors
 
 
+_ONNX_ENCODERS: dict[tuple[str, str], OnnxEncoder | None] = {}
+_ONNX_ENCODERS_LOCK = threading.Lock()
+
+
+def onnx_encoder(spec: ModelSpec, precision: str, threads: int = V.EMBED_THREADS) -> OnnxEncoder | None:
+    """The ONNX export of a model's weights in a session (once per process), exported on first use into the
+    project's home; None where onnxruntime is missing (logged once: callers fall back to torch)."""
+    with _ONNX_ENCODERS_LOCK:
+        name = (spec.loader, precision)
+        if name not in _ONNX_ENCODERS:
+            try:
+                path = onnx_file(spec, precision)
+                _ONNX_ENCODERS[name] = OnnxEncoder(spec, path if path.exists() else export_onnx(spec, path, precision),
+                                                   threads)
+            except ImportError as error:
+                log.warning("ONNX encoder unavailable, torch instead model=%s reason=%s", spec.key,
+                            type(error).__name__)
+                _ONNX_ENCODERS[name] = None
+        return _ONNX_ENCODERS[name]
+
+
 _QUERY_ENCODERS: dict[str, Any] = {}
 _QUERY_ENCODERS_LOCK = threading.Lock()
 
@@ -217,15 +255,8 @@ def query_encoder(key: str, backend: str | None = None) -> OnnxEncoder | Embedde
     with _QUERY_ENCODERS_LOCK:
         name = f"{spec.loader}:{backend}"
         if name not in _QUERY_ENCODERS:
-            encoder: OnnxEncoder | Embedder | None = None
-            if backend.startswith("onnx-"):
-                precision = backend.removeprefix("onnx-")
-                try:
-                    path = onnx_file(spec, precision)
-                    encoder = OnnxEncoder(spec, path if path.exists() else export_onnx(spec, path, precision))
-                except ImportError as error:
-                    log.warning("query encoder falls back to torch model=%s reason=%s", key, type(error).__name__)
-            _QUERY_ENCODERS[name] = encoder or Embedder(spec)
+            onnx = onnx_encoder(spec, backend.removeprefix("onnx-")) if backend.startswith("onnx-") else None
+            _QUERY_ENCODERS[name] = onnx or Embedder(spec, backend="torch")
         found: OnnxEncoder | Embedder = _QUERY_ENCODERS[name]
         return found
 

@@ -272,6 +272,10 @@ QUERY_VECTOR_CACHE_SIZE = 1024
 # under the 0.99 issue #15 set, so it stays opt-in.
 QUERY_ENCODER = "onnx-fp32"
 QUERY_ENCODERS = ("onnx-fp32", "onnx-int8", "torch")
+# Stored vectors go through the fp32 export too (torch's to 3e-7, faster in sorted batches, and a run that embeds a
+# few fresh units starts without importing torch); int8 never: stored vectors must be the model's own
+DOCUMENT_ENCODER = "onnx-fp32"
+DOCUMENT_ENCODERS = ("onnx-fp32", "torch")
 ONNX_MODELS_DIRNAME = "models"
 # below: exact, RECALL_CANDIDATES for the fusion; above: the HNSW first phase (bench/recall.py: at 10k units
 # 6x faster than exact with the same top 10)

@@ -1,5 +1,7 @@
 """Version-bound vectors on the real model and database: corrections, forget, the journal, two models."""
 
+import os
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -123,11 +125,12 @@ def test_the_onnx_query_encoder_gives_torchs_vectors_and_lives_in_the_home(embed
     assert isinstance(onnx, embeddings.OnnxEncoder)
     path = embeddings.onnx_file(embeddings.model_spec(T1))
     assert path.exists() and path.is_relative_to(embeddings.memory_home())
-    ours, theirs = onnx.encode(QUERIES), embedder.encode(QUERIES)
+    torch = embeddings.Embedder(embeddings.model_spec(T1), backend="torch")
+    ours, theirs = onnx.encode(QUERIES), torch.encode(QUERIES)
     assert ours.shape == theirs.shape == (len(QUERIES), 384) and ours.dtype == np.float32
     assert np.allclose(np.linalg.norm(ours, axis=1), 1, atol=1e-4)
     assert min(float(a @ b) for a, b in zip(ours, theirs, strict=True)) > 0.9999
-    stored = embedder.encode(PASSAGES)
+    stored = torch.encode(PASSAGES)
     assert list((ours @ stored.T)[:4].argmax(axis=1)) == list((theirs @ stored.T)[:4].argmax(axis=1)) == [0, 1, 2, 3]
     one_by_one = np.stack([onnx.encode([q])[0] for q in QUERIES])  # a query alone, or padded in a batch
     assert np.allclose(one_by_one, ours, atol=1e-4)
@@ -135,12 +138,37 @@ def test_the_onnx_query_encoder_gives_torchs_vectors_and_lives_in_the_home(embed
     assert not vector.flags.writeable and np.allclose(vector, ours[0], atol=1e-5)
 
 
+def test_stored_vectors_are_torchs_through_the_onnx_export_in_any_batch_order(embedder):
+    """Documents go through the fp32 export in length-sorted batches, put back in order: torch's vectors."""
+    assert embedder.backend == "onnx-fp32"
+    texts = PASSAGES + QUERIES + ["a", "a much longer text about the release train, cut on Thursday mornings UTC"]
+    torch = embeddings.Embedder(embeddings.model_spec(T1), backend="torch").encode(texts)
+    small_batches = embeddings.Embedder(embeddings.model_spec(T1), batch_size=3).encode(texts)
+    assert small_batches.shape == torch.shape and small_batches.dtype == np.float32
+    assert float(np.abs(small_batches - torch).max()) < 1e-5
+    assert np.allclose(embedder.encode(texts[::-1]), small_batches[::-1], atol=1e-6)
+    with pytest.raises(ValidationError, match="document_encoder"):
+        embeddings.Embedder(embeddings.model_spec(T1), backend="onnx-int8")  # stored vectors are the model's own
+
+
+def test_an_embedding_run_never_imports_torch():
+    """What lets a sensor's run start at once: the definitions and the document encoder load without torch."""
+    script = ("import sys\nimport memory_assets.definitions\nfrom memory_assets import embeddings\n"
+              f"vector = embeddings.embedder_for({T1!r}).encode(['one fact'])[0]\n"
+              "print(len(vector), 'torch' in sys.modules, 'sentence_transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         env={**os.environ, "MEMORY_ASSETS_HOME": str(embeddings.memory_home())}).stdout
+    assert out.split() == ["384", "False", "False"]
+
+
 def test_the_query_encoder_falls_back_to_torch_without_onnxruntime(monkeypatch):
     monkeypatch.setattr(embeddings, "_QUERY_ENCODERS", {})
+    monkeypatch.setattr(embeddings, "_ONNX_ENCODERS", {})
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime raises ImportError
     monkeypatch.setattr(embeddings, "onnx_file", lambda spec, precision: Path("/nonexistent/model.onnx"))
     encoder = embeddings.query_encoder(T1)
-    assert isinstance(encoder, embeddings.Embedder)
+    assert isinstance(encoder, embeddings.Embedder) and encoder.backend == "torch"
+    assert embeddings.embedder_for(T1).backend == "torch"  # stored vectors too
     assert isinstance(embeddings.query_encoder(T1, "torch"), embeddings.Embedder)
     with pytest.raises(ValidationError, match="query_encoder"):
         embeddings.query_encoder(T1, "tensorrt")

@@ -13,7 +13,7 @@ from typing import Any
 import click
 from tqdm import tqdm
 
-from memory_assets import database
+from memory_assets import database, embeddings
 from memory_assets import vocabulary as V
 from memory_assets.cli.common import emit, json_option, memory, summary_text
 from memory_assets.cli.read import recall_
@@ -98,6 +98,8 @@ def dev(ctx: click.Context, port: int) -> None:
         env = dict(os.environ, DAGSTER_HOME=str(runner.dagster_home(mem.url)))
         if not os.environ.get(V.DATABASE_URL_ENV):
             env[V.DATABASE_URL_ENV] = mem.url  # code servers attach to the server this process holds
+        # the ONNX export made now (once per home), not by the first run the embedding sensor requests
+        embeddings.onnx_encoder(embeddings.model_spec(mem.serving_model()), "fp32")
         command = [sys.executable, "-m", "dagster", "dev", "-m", "memory_assets.definitions", "-p", str(port)]
         ctx.exit(watch(subprocess.Popen(command, env=env), mem.url))
 

@@ -9,6 +9,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -23,7 +24,8 @@ from dagster._utils.tags import TagConcurrencyLimitsCounter
 from dagster_docker import DockerRunLauncher
 from docker.utils.build import exclude_paths
 
-from memory_assets import database
+from memory_assets import database, embeddings
+from memory_assets import vocabulary as V
 from tests.cases import REPO
 
 COMPOSE = REPO / "docker-compose.yml"
@@ -310,3 +312,23 @@ def test_the_migrate_command_is_python_the_image_can_run(resolved):
     assert command[:2] == ["python", "-c"]
     compile(command[2], "migrate", "exec")
 
+
+
+def test_the_image_bakes_the_onnx_export_as_its_user_into_a_home_it_owns(tmp_path):
+    """Each run's container encodes through the export baked into the image (no torch import, no write to a
+    read-only folder): the RUN comes after USER, MEMORY_ASSETS_HOME is created and owned by that user, and the
+    command itself, run here, writes the export where memory_assets looks for it."""
+    instructions = dockerfile_instructions()
+    position = {i: instruction for i, (instruction, _) in enumerate(instructions)}
+    bake = next(i for i, (instruction, args) in enumerate(instructions)
+                if instruction == "RUN" and "onnx_encoder" in args)
+    assert max(i for i, instruction in position.items() if instruction == "USER") < bake
+    text = DOCKERFILE.read_text()
+    assert "MEMORY_ASSETS_HOME=/opt/dagster/memory" in text
+    assert 'chown dagster:dagster "${DAGSTER_HOME}" "${DAGSTER_COMPUTE_LOG_DIR}" "${MEMORY_ASSETS_HOME}"' in text
+    command = shlex.split(instructions[bake][1])
+    assert command[:2] == ["python", "-c"]
+    home = tmp_path / "memory"
+    env = {**os.environ, "MEMORY_ASSETS_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    subprocess.run([sys.executable, "-c", command[2]], env=env, check=True, capture_output=True)
+    assert embeddings.onnx_file(embeddings.model_spec(V.DEFAULT_SERVING_MODEL), "fp32", home).exists()

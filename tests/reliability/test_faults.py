@@ -369,7 +369,7 @@ STEPS = ("import sys\n"
          "instance = runner.dagster_instance(url)\n"
          "runner.code_location()\n"
          "if 'embeddings' in steps:\n"
-         "    embeddings.load_model(embeddings.model_spec(model).loader)\n"
+         "    embeddings.embedder_for(model)\n"
          "partitions = {'ledger': (ledger_units.key, day.isoformat()),\n"
          "              'embeddings': (unit_embeddings.key, str(model_day_key(model, day)))}\n"
          "for step in steps:\n"
@@ -518,7 +518,7 @@ def test_a_process_killed_during_the_ledger_or_the_embedding_asset_leaves_a_stat
     """SIGKILL in the middle of the ledger fold or of the embedding asset, then re-run: units, sources, inbox,
     rejections, vectors, the change journal and its cursors equal those of an uninterrupted run."""
     day = today
-    embeddings.load_model(embedder.spec.loader)  # the reference run times the steps, not the model's loading
+    embeddings.embedder_for(embedder.spec.key)  # the reference run times the steps, not the model's loading
     load_inbox(clean, size)
     windows = materialize(clean, day)
     expected = state(clean)
