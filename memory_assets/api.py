@@ -18,6 +18,7 @@ from memory_assets import vocabulary as V
 from memory_assets.ledger import canon, capture, units
 from memory_assets.ledger.capture import RememberResult
 from memory_assets.recall import RecallResult
+from memory_assets.recall import rerank as cross_encoder
 from memory_assets.recall.request import validate_query
 
 log = logging.getLogger(__name__)
@@ -119,15 +120,21 @@ class Memory:
 
     def recall(self, project: str, query: str, k: int = V.RECALL_DEFAULT_K, as_of: datetime | None = None,
                kinds: list[str] | None = None, types: list[str] | None = None, paths: list[str] | None = None,
-               actor: authz.Actor | None = None, legs: str = "hybrid") -> RecallResult:
+               actor: authz.Actor | None = None, legs: str = "hybrid", *, prf: bool | None = None,
+               second_round: bool | None = None, rerank: bool | None = None) -> RecallResult:
         """Hybrid recall of active units valid at `as_of` (default now), with score components and citations, as
-        `actor` (default: a reader of the project naming no persona); no hits, mode "off", under the kill switch."""
+        `actor` (default: a reader of the project naming no persona); no hits, mode "off", under the kill switch.
+        `prf`, `second_round` and `rerank` switch the query-side stages (None: the vocabulary's defaults); the
+        reranker is the cross-encoder folder RERANKER_PATH_ENV names."""
+        rerank = V.RECALL_RERANK if rerank is None else rerank
+        reranker = cross_encoder.configured() if rerank else None
         with self.connection() as conn:
             if events.killed(conn):
                 validate_query(project, query, k, kinds, types, paths, as_of, legs)
                 return RecallResult(hits=[], mode=V.MEMORY_OFF, notes=["memory is off: the kill switch is on"])
             return recall.recall(conn, project, query, k, as_of=as_of, kinds=kinds, types=types, paths=paths,
-                                 actor=actor, encoder=self.encoder, legs=legs)
+                                 actor=actor, encoder=self.encoder, legs=legs, prf=prf, second_round=second_round,
+                                 rerank=rerank, reranker=reranker)
 
     def forget(self, project: str, token: str, actor: authz.Actor, reason: str | None = None) -> str:
         """Tombstone a unit everywhere for good; returns its id. Like the CLI and the MCP server, only an operator

@@ -45,13 +45,31 @@ def model_spec(key: str) -> ModelSpec:
     return ModelSpec(key=key, **registered)
 
 
-def embedding_text(text_version: str, title: str, body: str, keywords: list[str]) -> str:
-    """The exact text a model embeds for a unit, by text version."""
+def embedding_text(text_version: str, title: str, body: str, keywords: list[str], speaker: str | None = None,
+                   prev_speaker: str | None = None, prev_body: str | None = None) -> str:
+    """The exact text a model embeds for a unit, by text version; c1 reads the speaker and the previous turn of the
+    session (context_of's SQL: NULLs for units that are not turns), so a reply is found by what it answers."""
     if text_version == "t1":
         return "\n".join([title, body] + ([f"keywords: {', '.join(keywords)}"] if keywords else []))
     if text_version == "t2":
         return f"{body}\n{title}"
+    if text_version == "c1":
+        own = said(speaker, embedding_text("t1", title, body, keywords))
+        # the unit's own text first: the model's max_seq_length truncates the context, never the unit
+        return own if not prev_body else f"{own}\n{said(prev_speaker, prev_body[: V.EMBED_CONTEXT_MAX_CHARS])}"
     raise ValueError(f"unknown text version {text_version!r}")
+
+
+def said(speaker: str | None, text: str) -> str:
+    """A turn's text led by its speaker's name, unless it already starts with it ('Caroline: ...')."""
+    if not speaker or text.casefold().startswith(f"{speaker.casefold()}:"):
+        return text
+    return f"{speaker}: {text}"
+
+
+def reads_context(spec: ModelSpec) -> bool:
+    """Whether a model's text version embeds a turn with its neighbouring turn (the SQL then reads the context)."""
+    return spec.text_version in V.CONTEXT_TEXT_VERSIONS
 
 
 def digest(text: str) -> str:
@@ -305,14 +323,42 @@ def ensure_model_index(conn: psycopg.Connection[Any], spec: ModelSpec) -> None:
 
 def stale_units(conn: psycopg.Connection[Any], model_key: str, *, day: date | None = None,
                 unit_ids: list[Any] | None = None, limit: int = V.EMBED_PAGE_SIZE) -> list[tuple[Any, ...]]:
-    """Units (of a creation day, or by id) whose vector for the model is missing or bound to an older revision."""
+    """Units (of a creation day, or by id) whose vector for the model is missing or bound to an older revision,
+    with the turn context a context-aware model reads (speaker, previous speaker and turn; NULLs otherwise)."""
     return conn.execute(query("embeddings/stale_units"),
-                        {"model": model_key, "day": day, "ids": unit_ids, "limit": limit}).fetchall()
+                        {"model": model_key, "day": day, "ids": unit_ids, "limit": limit,
+                         **context_params(model_spec(model_key))}).fetchall()
+
+
+def context_params(spec: ModelSpec) -> dict[str, Any]:
+    """The parameters of the turn-context fragment: read only for a context-aware text version."""
+    return {"context": reads_context(spec), "context_scan": V.EMBED_CONTEXT_SCAN}
+
+
+def drifted_units(conn: psycopg.Connection[Any], spec: ModelSpec, *, day: date | None = None,
+                  changed: list[Any] | None = None) -> list[tuple[Any, ...]]:
+    """Turns whose current vector of a context-aware model no longer embeds the text it would now (a neighbouring
+    turn was corrected or forgotten): of a creation day, or following changed units; none for other models."""
+    if not reads_context(spec):
+        return []
+    drifted: list[tuple[Any, ...]] = []
+    after = None
+    while True:
+        page = conn.execute(query("embeddings/context_drift"),
+                            {"model": spec.key, "day": day, "ids": changed, "after": after,
+                             "limit": V.EMBED_PAGE_SIZE, **context_params(spec)}).fetchall()
+        if not page:
+            return drifted
+        after = page[-1][0]
+        units = [row[:-1] for row in page]
+        drifted += [unit for unit, text, row in zip(units, texts_of(spec, units), page, strict=True)
+                    if digest(text) != row[-1]]
 
 
 def texts_of(spec: ModelSpec, units: list[tuple[Any, ...]]) -> list[str]:
     """The texts the model embeds for stale_units rows, in their order."""
-    return [embedding_text(spec.text_version, title, body, keywords) for _, _, _, title, body, keywords in units]
+    return [embedding_text(spec.text_version, title, body, keywords, *context)
+            for _, _, _, title, body, keywords, *context in units]
 
 
 def write_vectors(conn: psycopg.Connection[Any], spec: ModelSpec, units: list[tuple[Any, ...]], texts: list[str],
@@ -347,14 +393,21 @@ def embed_day(conn: psycopg.Connection[Any], embedder: Embedder, day: date,
         units = stale_units(conn, embedder.spec.key, day=day)
         conn.commit()
         if not units:
-            return totals
+            break
         written = embed_units(conn, embedder, units)
         totals["embedded"] += len(units)
         totals["written"] += written
         if progress:
             progress(len(units))
         if written == 0:  # every unit of the page changed under us: the next run picks them up
-            return totals
+            break
+    if drifted := drifted_units(conn, embedder.spec, day=day):
+        totals["embedded"] += len(drifted)
+        totals["written"] += embed_units(conn, embedder, drifted)
+        if progress:
+            progress(len(drifted))
+    conn.commit()
+    return totals
 
 
 def embed_changes(conn: psycopg.Connection[Any], embedder: Embedder,
@@ -367,6 +420,7 @@ def embed_changes(conn: psycopg.Connection[Any], embedder: Embedder,
     while changes := journal.page(conn, consumer):
         ids = sorted({c.unit_id for c in changes})
         units = stale_units(conn, embedder.spec.key, unit_ids=ids, limit=len(ids))
+        units += drifted_units(conn, embedder.spec, changed=ids)
         if units:
             totals["embedded"] += embed_units(conn, embedder, units)
         with conn.transaction():
@@ -400,7 +454,8 @@ def stale_days_since(conn: psycopg.Connection[Any], position: tuple[int, int],
         if not page:
             break
         ids = sorted({c.unit_id for c in page})
-        for day, count in conn.execute(query("embeddings/stale_days"), {"model": model, "ids": ids}).fetchall():
+        statement = {"model": model, "ids": ids, **context_params(model_spec(model))}
+        for day, count in conn.execute(query("embeddings/stale_days"), statement).fetchall():
             days[day] = days.get(day, 0) + count
         position, changes = (page[-1].xid, page[-1].seq), changes + len(page)
     return StaleDays(model=model, days=dict(sorted(days.items())), position=position, changes=changes)

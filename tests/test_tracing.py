@@ -120,7 +120,8 @@ def test_recall_is_one_span_with_encode_the_legs_fusion_and_citations(mem, conn,
     assert children == ["memory.recall.encode", "memory.recall.legs", "memory.recall.fusion", "memory.recall.score",
                         "memory.recall.citations"]
     assert attributes(root) == {"project": "acme", "k": 3, "legs": "hybrid", "terms": len(tsquery_terms(QUERY)),
-                                "historical": False, "mode": "hybrid", "hits": len(result.hits), "notes": 0}
+                                "historical": False, "prf": False, "second_round": False, "rerank": False,
+                                "mode": "hybrid", "hits": len(result.hits), "notes": 0}
     by_name = {s.name: attributes(s) for s in spans.get_finished_spans()}
     assert by_name["memory.recall.encode"] == {"model": mem.serving_model(), "vector": True}
     units = len(FACTS) + len(TURNS)

@@ -47,14 +47,21 @@ def stats(project: str | None, as_json: bool) -> None:
 @click.option("--type", "types", multiple=True)
 @click.option("--path", "paths", multiple=True)
 @click.option("--persona", help="Recall as this persona: the private units it contributed are included.")
+@click.option("--prf/--no-prf", default=None, help="Pseudo-relevance feedback (default: the vocabulary's, off).")
+@click.option("--second-round/--no-second-round", default=None,
+              help="A second round seeded by the top hits' entities (default: the vocabulary's, off).")
+@click.option("--rerank/--no-rerank", default=None,
+              help=f"Re-score the top candidates with the cross-encoder in ${V.RERANKER_PATH_ENV} (default: off).")
 @json_option
 def recall_(project: str, query: str, k: int, as_of: str | None, kinds: tuple[str, ...], types: tuple[str, ...],
-            paths: tuple[str, ...], persona: str | None, as_json: bool) -> None:
+            paths: tuple[str, ...], persona: str | None, prf: bool | None, second_round: bool | None,
+            rerank: bool | None, as_json: bool) -> None:
     """Hybrid recall with citations: the units of a project that best answer a query."""
     at = gates.iso_time("as_of", as_of, naive_is_utc=True) if as_of else None
     with memory() as mem:
         result = mem.recall(project, query, k, as_of=at, kinds=list(kinds) or None, types=list(types) or None,
-                            paths=list(paths) or None, actor=Actor.reader(project, persona))
+                            paths=list(paths) or None, actor=Actor.reader(project, persona), prf=prf,
+                            second_round=second_round, rerank=rerank)
     data = {"mode": result.mode, "notes": result.notes, "hits": [h.as_dict() for h in result.hits]}
     text = "\n".join([f"mode: {result.mode}"] + [
         f"{h.token} {h.score:.3f} [{h.kind}] {h.title}\n    {h.body[:160]}\n    cites: "

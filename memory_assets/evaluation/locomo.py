@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import statistics
+import sys
 import time
+import types
+import typing
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,8 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from memory_assets import gates
+from memory_assets import vocabulary as V
 from memory_assets.api import Memory
+from memory_assets.database import query
 from memory_assets.defs import runner
+from memory_assets.errors import ValidationError
+from memory_assets.evaluation import folds
+from memory_assets.recall import learned
 
 CATEGORIES = (1, 2, 3, 4)  # 5 is adversarial: no evidence to retrieve
 CATEGORY_NAMES = {1: "multi_hop", 2: "temporal", 3: "open_domain", 4: "single_hop"}
@@ -126,7 +135,8 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
 
 
-def evaluate(mem: Memory, qs: list[Question], ks: list[int], mode: str) -> dict[str, Any]:
+def evaluate(mem: Memory, qs: list[Question], ks: list[int], mode: str,
+             settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """Recall of evidence dialog ids in the top k, overall and per category, with recall latency.
 
     `latency_ms` times each question asked the first time (encoding the query included); `latency_cached_ms` times
@@ -139,7 +149,7 @@ def evaluate(mem: Memory, qs: list[Question], ks: list[int], mode: str) -> dict[
     for q in qs:
         for times in (latencies, cached):
             start = time.perf_counter()
-            result = mem.recall(q.project, q.text, k=top, as_of=q.as_of, legs=MODES[mode])
+            result = mem.recall(q.project, q.text, k=top, as_of=q.as_of, legs=MODES[mode], **(settings or {}))
             times.append((time.perf_counter() - start) * 1000)
         found_by_k: dict[int, float] = {}
         seen: set[str] = set()
@@ -164,17 +174,195 @@ def latency_summary(latencies: list[float]) -> dict[str, Any]:
 
 
 def run(mem: Memory, data: Path, units: str, ks: list[int], mode: str, side_by_side: bool = True,
-        log: Callable[[str], None] = print) -> dict[str, Any]:
-    """The whole evaluation: ingest, ask, and report the asked mode (and the other legs side by side)."""
+        log: Callable[[str], None] = print, *, settings: dict[str, Any] | None = None, model: str | None = None,
+        with_folds: bool = False) -> dict[str, Any]:
+    """The whole evaluation: ingest (then embed with `model` and serve it), ask with the recall `settings`, and
+    report the asked mode (and the other legs side by side); `with_folds` adds the learned fusion's
+    leave-one-conversation-out figures beside the in-sample ones."""
+    qs, base = prepare(mem, data, units, model, log)
+    report = {**evaluated(mem, qs, ks, mode, settings, side_by_side), **base}
+    if with_folds:
+        asked = collect(mem, qs, units, mode, settings, log)
+        report["out_of_fold"] = fold_report(asked, ks, folds.FEATURES)[units]
+    return report
+
+
+def prepare(mem: Memory, data: Path, units: str, model: str | None,
+            log: Callable[[str], None] = print) -> tuple[list[Question], dict[str, Any]]:
+    """Ingest the data's units (then embed them with `model` and serve it): the questions, and what the report
+    says of the run."""
     samples = json.loads(Path(data).read_text())
+    if model is not None:
+        mem.embedding_model(model)  # an unknown key is bad input before anything is ingested
     ingested = ingest(mem, samples, units, log)
+    if model is not None:
+        ingested["model"] = serve_model(mem, model, log)
+    qs, skipped = asked_questions(samples, units)
+    return qs, {"units": units, "skipped": skipped, "samples": len(samples), "ingest": ingested,
+                         "data": Path(data).name, "serving_model": mem.serving_model()}
+
+
+def evaluated(mem: Memory, qs: list[Question], ks: list[int], mode: str, settings: dict[str, Any] | None,
+              side_by_side: bool = True) -> dict[str, Any]:
+    """The asked mode's figures with the settings, which fusion served them, and the other legs side by side."""
+    report = evaluate(mem, qs, ks, mode, settings)
+    report.update(fusion=fusion_in_use(), settings=settings or {})
+    if side_by_side:
+        report["side_by_side"] = {m: (report if m == mode else evaluate(mem, qs, ks, m, settings))["recall_at"]
+                                  for m in MODES}
+    return report
+
+
+def fit_fusion(mem: Memory, data: Path, ks: list[int], out: Path | None, *, settings: dict[str, Any] | None = None,
+               model: str | None = None, force: bool = False, command: str = "", side_by_side: bool = True,
+               log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Fit the learned fusion on dialog and observation units of every conversation and judge it out of fold; write
+    the weights file to `out` only when out-of-fold R@10 rises on both units against the hand-set formula (or
+    `force`); report both units as `eval locomo --folds` does, their in-sample figures served by the model kept."""
+    prepared = {units: prepare(mem, data, units, model, log) for units in ("dialog", "observation")}
+    asked = [a for units, (qs, _) in prepared.items() for a in collect(mem, qs, units, "hybrid", settings, log)]
+    log(f"fitting: {len(asked)} questions, leave one conversation out")
+    sections = fold_report(asked, ks, folds.FEATURES)
+    rises = {u: sections[u]["learned"]["recall_at"]["10"] > sections[u]["handset"]["recall_at"]["10"]
+             for u in sections} if "10" in sections["dialog"]["learned"]["recall_at"] else {}
+    kept = bool(rises) and all(rises.values())
+    fitted = folds.fit(asked, folds.FEATURES, meta={
+        "version": f"{datetime.now(UTC):%Y-%m-%d}.1", "fitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "data": {"file": Path(data).name, "units": ["dialog", "observation"], "questions": len(asked),
+                 "conversations": sorted({a.conversation for a in asked})},
+        "command": command, "method": sections["dialog"]["method"],
+        "settings": settings or {}, "serving_model": mem.serving_model(),
+        "figures": {u: {k: sections[u][k] for k in ("handset", "learned_in_sample", "learned")} for u in sections},
+        "kept": kept, "rises_out_of_fold": rises})
+    written = out is not None and (kept or force)
+    if written and out is not None:
+        learned.write(fitted, out)
+    reports = {}
+    with learned.using(fitted if written else None):
+        for units, (qs, base) in prepared.items():
+            reports[units] = {**evaluated(mem, qs, ks, "hybrid", settings, side_by_side), **base,
+                              "out_of_fold": sections[units]}
+            if written:
+                reports[units]["fusion"] = f"learned {fitted.meta['version']}"
+    return {"reports": reports, "kept": kept, "written": str(out) if written else None, "rises": rises,
+            "model": fitted.as_dict()}
+
+
+def asked_questions(samples: list[dict[str, Any]], units: str) -> tuple[list[Question], int]:
+    """Every sample's scorable questions, and how many were skipped."""
     qs, skipped = [], 0
     for sample in samples:
         kept, dropped = questions(sample, units)
         qs += kept
         skipped += dropped
-    report = evaluate(mem, qs, ks, mode)
-    report.update(units=units, skipped=skipped, samples=len(samples), ingest=ingested, data=Path(data).name)
-    if side_by_side:
-        report["side_by_side"] = {m: (report if m == mode else evaluate(mem, qs, ks, m))["recall_at"] for m in MODES}
-    return report
+    return qs, skipped
+
+
+def fusion_in_use() -> str:
+    """Which final score recall uses in this process: the weights file's version, else the hand-set formula."""
+    model, note = learned.load(learned.weights_path())
+    if model is None:
+        return "handset" + (f" ({note})" if note else "")
+    return f"learned {model.meta.get('version', '?')}"
+
+
+RECALL_OWN = ("self", "project", "query", "k", "as_of", "legs", "actor")  # what the evaluation sets itself
+
+
+def recall_settings(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """NAME=VALUE pairs as keyword arguments of Memory.recall: the name one of its keyword parameters, the value
+    parsed by its annotation (on/off/true/false, integers, floats, none where None is allowed, comma lists)."""
+    parameters = inspect.signature(Memory.recall).parameters
+    hints = typing.get_type_hints(Memory.recall, vars(sys.modules[Memory.__module__]))
+    settable = [n for n, p in parameters.items() if n not in RECALL_OWN
+                and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
+    settings: dict[str, Any] = {}
+    for pair in pairs:
+        name, equals, raw = pair.partition("=")
+        name = name.strip()
+        if not equals or name not in settable:
+            raise ValidationError("setting", f"NAME=VALUE with NAME among {', '.join(settable) or 'none'} "
+                                             f"(got {gates.shown(name)})")
+        settings[name] = setting_value(name, raw.strip(), hints.get(name, str))
+    return settings
+
+
+def setting_value(name: str, raw: str, hint: Any) -> Any:
+    """One setting's value parsed by its parameter's annotation; ValidationError naming it when it does not parse."""
+    allowed = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    word = raw.lower()
+    if type(None) in allowed and word in ("none", "default", "auto"):
+        return None
+    for kind in allowed:
+        origin = typing.get_origin(kind) or kind
+        if kind is bool and word in ("on", "true", "yes", "1", "off", "false", "no", "0"):
+            return word in ("on", "true", "yes", "1")
+        try:
+            if kind is int and re.fullmatch(r"[+-]?\d+", raw):
+                return int(raw)
+            if kind is float and raw and word not in ("nan", "inf", "-inf", "+inf", "infinity"):
+                return float(raw)
+        except ValueError:
+            continue
+        if kind is str and raw:
+            return raw
+        if origin in (list, tuple) and raw:
+            return [part for part in raw.split(",") if part]
+    raise ValidationError(name, f"cannot read {gates.shown(raw)} as {getattr(hint, '__name__', None) or hint}")
+
+
+def serve_model(mem: Memory, model_key: str, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Embed every unit with a registered model through the asset graph (the unit_embeddings backfill of
+    `memory-assets embed --model KEY --backfill --serve`) and make it the serving model."""
+    key = mem.embedding_model(model_key)
+    days = mem.days_with_units()
+    log(f"backfilling unit_embeddings for {key} over {len(days)} day(s); then serving it")
+    run_id = None
+    if days:
+        result = runner.backfill_embeddings(key, days[0], days[-1], runner.dagster_instance(mem.url))
+        run_id = result.run_id
+    mem.set_serving_model(key, actor="eval")
+    return {"key": key, "run_id": run_id, "coverage": mem.embedding_coverage(key)}
+
+
+def source_refs(mem: Memory, projects: list[str]) -> dict[str, frozenset[str]]:
+    """Each unit of the projects with the source references its citations carry."""
+    with mem.connection() as conn:
+        rows = conn.execute(query("evaluation/source_refs"), {"projects": projects}).fetchall()
+    return {str(unit_id): frozenset(refs) for unit_id, refs in rows}
+
+
+def collect(mem: Memory, qs: list[Question], units: str, mode: str = "hybrid",
+            settings: dict[str, Any] | None = None, log: Callable[[str], None] = print) -> list[folds.Asked]:
+    """Ask every question once more, capturing all its candidates with their components (hand-set formula), so
+    fusion models are fitted and scored offline on exactly what recall computes."""
+    log(f"collecting every candidate's components for {len(qs)} {units} questions")
+    refs_of = source_refs(mem, sorted({q.project for q in qs}))
+    asked = []
+    for q in qs:
+        with learned.capturing() as captured, learned.using(None):
+            mem.recall(q.project, q.text, k=V.RECALL_MAX_K, as_of=q.as_of, legs=MODES[mode], **(settings or {}))
+        if not captured:  # no candidate at all: nothing to rank, every k finds nothing
+            captured.append(([], [], []))
+        asked.append(folds.asked_from(captured[-1], units, q.project.removeprefix(f"locomo-{units}-"), q.category,
+                                      q.evidence, refs_of))
+    return asked
+
+
+def fold_report(asked: list[folds.Asked], ks: list[int], features: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """Per units: the hand-set formula, the learned ranker fitted on every conversation (in sample) and the learned
+    ranker of each conversation fitted on the others (out of fold), R@k overall and per category."""
+    handset = folds.split(asked, [a.handset for a in asked], ks)
+    whole = folds.fit(asked, features)
+    in_sample = folds.split(asked, folds.model_scores(whole, asked), ks)
+    held = folds.out_of_fold(asked, features, ks)
+    conversations = sorted({a.conversation for a in asked})
+    return {units: {
+        "method": (f"leave one conversation out over {len(conversations)} conversations: each conversation's "
+                   "questions ranked by a linear ranker fitted on the others' (coordinate ascent on recall, "
+                   "evaluation/folds.py); "
+                   "candidates and components as recall computes them, collected once at k=RECALL_MAX_K"),
+        "units_fitted": sorted({a.units for a in asked}), "features": list(features),
+        "handset": handset[units], "learned_in_sample": in_sample[units], "learned": held["per_units"][units],
+        "per_conversation": {c: held["per_conversation"][c].get(units) for c in conversations}}
+        for units in handset}

@@ -9,7 +9,7 @@ from typing import Any
 
 from memory_assets import tracing
 from memory_assets import vocabulary as V
-from memory_assets.recall import cues
+from memory_assets.recall import cues, learned
 
 Fused = dict[str, dict[str, Any]]  # unit id -> its score components
 
@@ -93,8 +93,30 @@ def lift_sessions(fused: Fused, details: dict[str, dict[str, Any]]) -> None:
 
 
 @tracing.traced("memory.recall.score")
-def score(fused: Fused, details: dict[str, dict[str, Any]], query: str, at: datetime) -> None:
-    """Final score: relevance (with the persona and time cues) * (0.7 + 0.2 importance + 0.1 recency)."""
+def score(fused: Fused, details: dict[str, dict[str, Any]], query: str, at: datetime) -> list[str]:
+    """Final score: the learned ranker over every component when its weights file is usable, else the hand-set
+    relevance (with the persona and time cues) * (0.7 + 0.2 importance + 0.1 recency); returns notes for the
+    result (why a weights file present is not used)."""
+    handset(fused, details, query, at)
+    return learn(fused, details)
+
+
+def learn(fused: Fused, details: dict[str, dict[str, Any]]) -> list[str]:
+    """Replace the hand-set scores by the learned ranker's (one vectorised pass), capturing the candidates first
+    when an evaluation asks; the hand-set scores stay when no usable weights file is there."""
+    ids = list(fused)
+    entries = [fused[u] for u in ids]
+    learned.capture(ids, [details[u]["number"] for u in ids], entries)
+    model, note = learned.active(learned.numeric_components(entries))
+    tracing.annotate(fusion="learned" if model is not None else "handset")
+    if model is not None and ids:
+        for entry, value in zip(entries, learned.scores(model, entries).tolist(), strict=True):
+            entry["score"] = value
+    return [note] if note else []
+
+
+def handset(fused: Fused, details: dict[str, dict[str, Any]], query: str, at: datetime) -> None:
+    """The hand-set score: relevance (with the persona and time cues) * (0.7 + 0.2 importance + 0.1 recency)."""
     named = cues.named_words(query)
     windows = cues.time_windows(query)
     for unit_id, entry in fused.items():

@@ -12,7 +12,8 @@ import psycopg
 
 from memory_assets import authz, embeddings, tracing
 from memory_assets import vocabulary as V
-from memory_assets.recall import fusion
+from memory_assets.recall import expansion, fusion
+from memory_assets.recall import rerank as cross_encoder
 from memory_assets.recall.legs import candidates, cited_text
 from memory_assets.recall.request import request_params, tsquery_terms, validate_query
 
@@ -65,16 +66,27 @@ def recall(conn: psycopg.Connection[Any], project: str, query: str, k: int = V.R
            as_of: datetime | None = None, kinds: Sequence[str] | None = None, types: Sequence[str] | None = None,
            paths: Sequence[str] | None = None, actor: authz.Actor | None = None,
            encoder: QueryEncoder | None = None, legs: str = "hybrid",
-           weights: tuple[float, float] | None = None) -> RecallResult:
-    """Recall the units of a project that best answer a query, valid at `as_of` (default now), with citations."""
+           weights: tuple[float, float] | None = None, prf: bool | None = None, second_round: bool | None = None,
+           rerank: bool | None = None, reranker: cross_encoder.Reranker | None = None) -> RecallResult:
+    """Recall the units of a project that best answer a query, valid at `as_of` (default now), with citations.
+
+    `prf`, `second_round` and `rerank` switch the query-side stages (None: the vocabulary's defaults, all off);
+    `reranker` is the cross-encoder the rerank stage uses (None: the stage is skipped with a note).
+    """
     validate_query(project, query, k, kinds, types, paths, as_of, legs)
     weights = weights or (V.DENSE_WEIGHT, V.SPARSE_WEIGHT)
+    prf = V.RECALL_PRF if prf is None else prf
+    second_round = V.RECALL_SECOND_ROUND if second_round is None else second_round
+    rerank = V.RECALL_RERANK if rerank is None else rerank
     actor = actor or authz.Actor.reader(project)
     at = as_of or datetime.now(UTC)
     terms = tsquery_terms(query)
-    tracing.annotate(project=project, k=k, legs=legs, terms=len(terms), historical=as_of is not None)
+    tracing.annotate(project=project, k=k, legs=legs, terms=len(terms), historical=as_of is not None, prf=prf,
+                     second_round=second_round, rerank=rerank)
     params = request_params(project, terms, k, at, as_of is not None, kinds, types, paths, reader=actor.name)
     notes: list[str] = []
+    if rerank and reranker is None:
+        notes.append(cross_encoder.missing_note())
     # the query is encoded before the transaction opens: a slow model never holds a connection in a transaction
     encoded_for, vector = None, None
     if legs in ("hybrid", "dense") and encoder is not None:
@@ -82,10 +94,11 @@ def recall(conn: psycopg.Connection[Any], project: str, query: str, k: int = V.R
             encoded_for = embeddings.serving_model(conn)
             vector = encoder(encoded_for, query)
             tracing.record(encoding, model=encoded_for, vector=vector is not None)
-    # pipeline mode: after BEGIN, the role and scopes, the context and every candidate come back in one round trip
+    # pipeline mode: after BEGIN, the role and scopes, the context and every candidate come back in one round trip;
+    # the query-side rounds run in the same scoped transaction, so they see only what the first round may
     with conn.pipeline(), authz.scoped(conn, actor):
-        found = candidates(conn, params, encoded_for or V.DEFAULT_SERVING_MODEL,
-                           vector, bool(terms) and legs in ("hybrid", "sparse"))
+        sparse_leg = bool(terms) and legs in ("hybrid", "sparse")
+        found = candidates(conn, params, encoded_for or V.DEFAULT_SERVING_MODEL, vector, sparse_leg)
         if vector is not None and found.model_key != encoded_for:  # the serving model switched in between
             vector = None
             notes.append(f"the serving model changed to {found.model_key} during the request")
@@ -96,17 +109,40 @@ def recall(conn: psycopg.Connection[Any], project: str, query: str, k: int = V.R
         dense, sparse, scoring = found.dense, found.sparse, found.details
         mode = "hybrid" if dense and terms else ("dense_only" if dense else "sparse_only")
         fused = fusion.fuse(dense, sparse, weights)
-        if fused and V.CONTEXT_WEIGHT > 0:
-            seeds = fusion.seeds(fused, {row[0] for row in dense + sparse if row[2]})
-            if seeds:
-                fusion.spread_to_neighbours(fused, fusion.of_seeds(found.near, seeds, scoring))
         if not fused:
             return RecallResult(hits=[], mode=mode, notes=notes)
-        fusion.lift_sessions(fused, scoring)
-        fusion.score(fused, scoring, query, at)
-        top = fusion.ranked(fused, scoring, k)
+        near, episodic = found.near, {row[0] for row in dense + sparse if row[2]}
+        if prf or second_round:
+            first = {unit_id: dict(entry) for unit_id, entry in fused.items()}
+            best = structured(first, near, episodic, scoring, query, at, V.FEEDBACK_DOCS, feedback=True)
+            extra = expansion.rounds(conn, params, query, found, best, vector, sparse_leg, weights, prf=prf,
+                                     second_round=second_round)
+            expansion.mix(fused, scoring, near, episodic, extra)
+        wanted = max(k, V.RERANK_TOP_N) if rerank and reranker is not None else k
+        top = structured(fused, near, episodic, scoring, query, at, wanted, notes)
         cited = cited_text(conn, top, actor.name)
+    if rerank and reranker is not None:  # outside the transaction: the model never holds a connection
+        top = cross_encoder.rerank(reranker, query, top, cited, fused, k)
     return RecallResult(hits=[hit(cited[u], fused[u], u, mode) for u in top], mode=mode, notes=notes)
+
+
+def structured(fused: fusion.Fused, near: list[tuple[Any, ...]], episodic: set[str],
+               scoring: dict[str, dict[str, Any]], query: str, at: datetime, k: int, notes: list[str] | None = None,
+               *, feedback: bool = False) -> list[str]:
+    """Conversation structure (neighbouring turns, sessions) and the cues applied to fused legs, then the k best;
+    the feedback pass (the best hits the query-side rounds read) scores by hand, never captured for a fit."""
+    if V.CONTEXT_WEIGHT > 0:
+        seeds = fusion.seeds(fused, episodic)
+        if seeds:
+            fusion.spread_to_neighbours(fused, fusion.of_seeds(near, seeds, scoring))
+    fusion.lift_sessions(fused, scoring)
+    if feedback:
+        fusion.handset(fused, scoring, query, at)
+    else:
+        said = fusion.score(fused, scoring, query, at)
+        if notes is not None:
+            notes.extend(said)
+    return fusion.ranked(fused, scoring, k)
 
 
 def hit(row: dict[str, Any], entry: dict[str, Any], unit_id: str, mode: str) -> Hit:
