@@ -127,7 +127,7 @@ class Memory:
         `prf`, `second_round` and `rerank` switch the query-side stages (None: the vocabulary's defaults); the
         reranker is the cross-encoder folder RERANKER_PATH_ENV names."""
         rerank = V.RECALL_RERANK if rerank is None else rerank
-        reranker = cross_encoder.configured() if rerank else None
+        reranker = cross_encoder.configured() if rerank else None  # loaded (once) before a connection is held
         with self.connection() as conn:
             if events.killed(conn):
                 validate_query(project, query, k, kinds, types, paths, as_of, legs)

@@ -357,16 +357,17 @@ def drifted_units(conn: psycopg.Connection[Any], spec: ModelSpec, *, day: date |
 
 def texts_of(spec: ModelSpec, units: list[tuple[Any, ...]]) -> list[str]:
     """The texts the model embeds for stale_units rows, in their order."""
-    return [embedding_text(spec.text_version, title, body, keywords, *context)
-            for _, _, _, title, body, keywords, *context in units]
+    return [embedding_text(spec.text_version, title, body, keywords, speaker, prev_speaker, prev_body)
+            for _, _, _, title, body, keywords, speaker, prev_speaker, prev_body, *_ in units]
 
 
 def write_vectors(conn: psycopg.Connection[Any], spec: ModelSpec, units: list[tuple[Any, ...]], texts: list[str],
                   vectors: np.ndarray[Any, np.dtype[np.float32]]) -> int:
-    """Commit vectors only where the unit still has the revision they were computed from; returns rows written."""
+    """Commit vectors only where the unit (and the previous turn its text embeds) still has the revision they were
+    computed from; returns rows written."""
     params = [
         {"model": spec.key, "digest": digest(text), "name": spec.name, "revision": spec.revision, "dim": spec.dim,
-         "vector": vector, "unit_id": unit[0], "unit_revision": unit[1]}
+         "vector": vector, "unit_id": unit[0], "unit_revision": unit[1], "prev_id": unit[9], "prev_revision": unit[10]}
         for unit, text, vector in zip(units, texts, vectors, strict=True)
     ]
     written = 0

@@ -67,14 +67,34 @@ def test_the_stored_digest_covers_the_exact_embedded_text_with_its_context(mem, 
     assert "Caroline: How was" in texts[1]
 
 
-def test_a_private_turn_never_enters_the_vector_of_a_shared_turn(mem, conn):
+def test_a_private_turn_or_speaker_never_enters_a_vector(mem, conn):
+    """Not a shared turn's, and not one of a unit private to the same persona either: another source sharing that
+    unit's content later makes it (and its vector) shared without re-embedding it."""
     turn(mem, 1, "ana", "My door code is the year the lighthouse was built.", "s1", visibility="private")
     turn(mem, 2, "bo", "Nice, the lighthouse tour starts at noon.", "s1")
     turn(mem, 3, "ana", "I will bring the lighthouse photos.", "s1", visibility="private")
+    turn(mem, 4, "ana", "And the spare key sits under the blue pot.", "s1", visibility="private")
     texts = texts_by_token(conn, C1)
     assert "door code" not in texts["mem-2"] and texts["mem-2"].count("\n") == 1
     # a private turn may read the shared turn before it: every reader of it may read that one too
     assert texts["mem-3"].endswith("bo: Nice, the lighthouse tour starts at noon.")
+    # ...but never the private turn before it, nor its own private speaker
+    assert "lighthouse photos" not in texts["mem-4"] and "door code" not in texts["mem-4"]
+    assert not any(text.startswith("ana:") for text in texts.values())
+
+
+def test_a_vector_read_before_its_previous_turn_was_forgotten_is_never_written(mem, conn, c1):
+    """The embedder read the context, then the previous turn was forgotten before the write: the write is refused
+    (the previous turn is re-checked, locked, at its revision), so forgotten text never comes back into a vector."""
+    turn(mem, 1, "Caroline", "My locker code is 4471, keep it safe.", "s1")
+    turn(mem, 2, "Melanie", "Sure, I will keep the number to myself.", "s1")
+    units = embeddings.stale_units(conn, C1, limit=10)
+    texts = embeddings.texts_of(c1.spec, units)
+    assert "4471" in texts[1]  # read while the first turn was live
+    lifecycle.forget(conn, "chat", "mem-1", authz.Actor.for_project("chat", forget=True), reason="asked")
+    written = embeddings.write_vectors(conn, c1.spec, units, texts, c1.encode(texts))
+    assert written == 0  # the forgotten turn's own vector and the follower's that embeds it: both refused
+    assert conn.execute("SELECT count(*) FROM memory_embeddings").fetchone() == (0,)
 
 
 def test_a_corrected_previous_turn_re_embeds_the_turn_after_it_and_then_nothing(mem, conn, c1, today):

@@ -71,7 +71,8 @@ def check(model: FusionModel) -> None:
     unknown = {name for feature in model.features for name in parts(feature)} - set(model.components)
     if unknown:
         raise ValueError(f"features read unlisted components: {', '.join(sorted(unknown))}")
-    if len(model.weights) != len(model.features) or not np.all(np.isfinite(model.weights)):
+    if (model.weights.ndim != 1 or len(model.weights) != len(model.features)
+            or not np.all(np.isfinite(model.weights))):
         raise ValueError("one finite weight per feature expected")
     if not np.isfinite(model.bias):
         raise ValueError("the bias is not finite")

@@ -8,6 +8,7 @@ skipped and the recall result says so.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -16,6 +17,8 @@ from typing import Any
 
 from memory_assets import tracing
 from memory_assets import vocabulary as V
+
+log = logging.getLogger(__name__)
 
 Reranker = Callable[[str, list[str]], list[float]]  # (query, texts) -> one score per text, higher is better
 
@@ -43,12 +46,17 @@ def _load(path: str) -> Reranker:
 
 
 def configured(path: str | os.PathLike[str] | None = None) -> Reranker | None:
-    """The cross-encoder at `path` (default: the folder RERANKER_PATH_ENV names); None where there is none."""
+    """The cross-encoder at `path` (default: the folder RERANKER_PATH_ENV names); None where there is none or it
+    does not load."""
     folder = path or os.environ.get(V.RERANKER_PATH_ENV)
     if not folder or not (Path(folder) / "config.json").is_file():
         return None
     with _LOCK:
-        return _load(str(Path(folder).resolve()))
+        try:
+            return _load(str(Path(folder).resolve()))
+        except Exception as error:  # weights that do not load: recall degrades to the fused ranking with a note
+            log.warning("reranker unavailable reason=%s", type(error).__name__)
+            return None
 
 
 def missing_note() -> str:

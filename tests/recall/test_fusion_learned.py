@@ -81,7 +81,14 @@ def test_a_valid_weights_file_replaces_the_final_score_with_the_ranker(weights):
     json.dumps({"format": V.FUSION_WEIGHTS_FORMAT, "components": ["dense"], "features": ["dense"],
                 "weights": [1.0, 2.0], "bias": 0.0}),
     json.dumps({"format": V.FUSION_WEIGHTS_FORMAT, "components": ["dense"], "features": ["dense"]}),
-], ids=["corrupt", "other format", "unlisted component", "weights do not match", "no weights"])
+    json.dumps({"format": V.FUSION_WEIGHTS_FORMAT, "components": ["dense"], "features": ["dense"],
+                "weights": None, "bias": 0.0}),
+    json.dumps({"format": V.FUSION_WEIGHTS_FORMAT, "components": ["dense"], "features": ["dense"],
+                "weights": 1.0, "bias": 0.0}),
+    json.dumps({"format": V.FUSION_WEIGHTS_FORMAT, "components": ["dense"], "features": ["dense"],
+                "weights": [[1.0]], "bias": 0.0}),
+], ids=["corrupt", "other format", "unlisted component", "weights do not match", "no weights", "null weights",
+        "scalar weights", "nested weights"])
 def test_an_unusable_weights_file_falls_back_with_a_note(weights, content):
     weights.write_text(content)
     fused = candidates(30)

@@ -82,3 +82,13 @@ def test_the_cli_switches_the_stages_and_shows_the_note(mem, facts, monkeypatch,
     data = json.loads(out.stdout)
     assert data["notes"] == [cross_encoder.missing_note()]
     assert data["hits"] and all("prf" in h["components"] for h in data["hits"])
+
+
+def test_weights_that_do_not_load_degrade_to_the_fused_ranking_with_a_note(mem, facts, monkeypatch, tmp_path):
+    """A folder with a config.json that is no cross-encoder: recall answers with the fused ranking and says why."""
+    (tmp_path / "config.json").write_text("{not a model")
+    monkeypatch.setenv(V.RERANKER_PATH_ENV, str(tmp_path))
+    plain = mem.recall("acme", QUERY, k=3)
+    result = mem.recall("acme", QUERY, k=3, rerank=True)
+    assert [h.token for h in result.hits] == [h.token for h in plain.hits]
+    assert any(note.startswith("rerank skipped") for note in result.notes), result.notes

@@ -3,6 +3,7 @@
 -- after a unit among %(ids)s; with their context and the stored text digest, which the caller compares with the
 -- digest of the text it would embed now. Keyset pages by id after %(after)s.
 SELECT u.id, u.revision, u.content_hash, u.title, u.body, u.keywords, own.speaker, prev.prev_speaker, prev.prev_body,
+       prev.prev_id, prev.prev_revision,
        e.text_digest
 FROM memory_units u
 JOIN memory_embeddings e ON e.unit_id = u.id AND e.model_key = %(model)s::text
