@@ -20,7 +20,7 @@ from memory_assets import tracing
 from memory_assets import vocabulary as V
 from memory_assets.database import query as named_query
 from memory_assets.recall import cues, fusion
-from memory_assets.recall.legs import Candidates, candidates
+from memory_assets.recall.legs import Candidates, candidates, seedable
 
 CAPITALISED = re.compile(r"\b[A-Z][a-z]{2,}\b")
 OPENERS = ".!?:\n\"'("  # what ends the text before a word that opens a sentence or a turn ("Melanie: Wonderful")
@@ -136,7 +136,7 @@ def mix(fused: fusion.Fused, details: dict[str, dict[str, Any]], near: list[tupl
         for unit_id, row in found.details.items():
             details.setdefault(unit_id, row)
         near.extend(found.near)
-        episodic |= {row[0] for row in found.dense + found.sparse if row[2]}
+        episodic |= seedable(found)
     for entry in fused.values():
         for component, *_ in extra:
             entry.setdefault(component, 0.0)

@@ -78,10 +78,16 @@ def unpack(rows: list[Row]) -> Candidates:
                       details)
 
 
+def seedable(found: Candidates) -> set[str]:
+    """The episodic candidates that may seed the neighbour spread: each leg's top CONTEXT_SEED_RANK, the candidates
+    recall/candidates fetched neighbouring turns for."""
+    return {row[0] for rows in (found.dense, found.sparse) for row in rows[: V.CONTEXT_SEED_RANK] if row[2]}
+
+
 def statement_params(params: dict[str, Any], vector: Any, sparse: bool) -> dict[str, Any]:
     """The parameters of recall/candidates (and of recall/dense, its dense leg alone, which bench/recall.py times)."""
     return {**params, **embeddings.SERVING_MODEL_PARAMS, "vector": vector, "dense": vector is not None,
-            "sparse": sparse, "window": V.CONTEXT_WINDOW,
+            "sparse": sparse, "window": V.CONTEXT_WINDOW, "seed_rank": V.CONTEXT_SEED_RANK,
             "hnsw_min": V.HNSW_MIN_PROJECT_UNITS, "hnsw_candidates": hnsw_candidates(params["k"]),
             "overfetch": hnsw_candidates(params["k"]) * V.HNSW_OVERFETCH}
 

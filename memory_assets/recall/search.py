@@ -14,7 +14,7 @@ from memory_assets import authz, embeddings, tracing
 from memory_assets import vocabulary as V
 from memory_assets.recall import expansion, fusion
 from memory_assets.recall import rerank as cross_encoder
-from memory_assets.recall.legs import candidates, cited_text
+from memory_assets.recall.legs import candidates, cited_text, seedable
 from memory_assets.recall.request import request_params, tsquery_terms, validate_query
 
 QueryEncoder = Callable[[str, str], "np.ndarray[Any, Any] | None"]  # (model key, query) -> vector, None if unavailable
@@ -111,7 +111,7 @@ def recall(conn: psycopg.Connection[Any], project: str, query: str, k: int = V.R
         fused = fusion.fuse(dense, sparse, weights)
         if not fused:
             return RecallResult(hits=[], mode=mode, notes=notes)
-        near, episodic = found.near, {row[0] for row in dense + sparse if row[2]}
+        near, episodic = found.near, seedable(found)
         if prf or second_round:
             first = {unit_id: dict(entry) for unit_id, entry in fused.items()}
             best = structured(first, near, episodic, scoring, query, at, V.FEEDBACK_DOCS, feedback=True)

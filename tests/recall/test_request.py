@@ -39,6 +39,19 @@ def test_ef_search_grows_with_the_project_between_its_bounds(mem, conn):
             assert conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()[0] == str(expected)
 
 
+def test_the_exact_path_plans_each_request_and_the_setting_ends_with_it(mem, conn):
+    """Under HNSW_MIN_PROJECT_UNITS a request plans its statement for its own project and terms (a prepared
+    statement's generic plan was 1.2x slower on LoCoMo); above, PostgreSQL decides; either is local to the request."""
+    note(mem, "acme", "Deploy window", "Deploys happen on Tuesdays.")
+    actor = authz.Actor("t", read=("acme",))
+    for units, mode in ((V.HNSW_MIN_PROJECT_UNITS - 1, "force_custom_plan"), (V.HNSW_MIN_PROJECT_UNITS, "auto")):
+        conn.execute("UPDATE memory_projects SET last_number = %s WHERE project = 'acme'", (units,))
+        with authz.scoped(conn, actor):
+            request.request_context(conn, "acme", 10)
+            assert conn.execute("SELECT current_setting('plan_cache_mode')").fetchone()[0] == mode
+        assert conn.execute("SELECT current_setting('plan_cache_mode')").fetchone()[0] == "auto"
+
+
 # Bad and hostile requests alike: nothing reaches SQL that the database would refuse (issue #13).
 @pytest.mark.parametrize("overrides,field", [
     ({"project": "bad name!"}, "project"), ({"query": "  "}, "query"), ({"query": "x" * 2001}, "query"),

@@ -12,6 +12,8 @@ from memory_assets import authz, embeddings, lifecycle
 from memory_assets import vocabulary as V
 from memory_assets.errors import ValidationError
 from memory_assets.recall import recall
+from memory_assets.recall.legs import candidates, seedable
+from memory_assets.recall.request import request_params, tsquery_terms
 from tests.cases import SERVING_MODEL as T1
 from tests.cases import embed_all
 
@@ -317,3 +319,24 @@ def test_a_recall_waits_on_the_server_five_times(mem, conn, embedder):
     waits = [m for m, after in zip(sent, [*sent[1:], None], strict=True) if m in ("Sync", "Flush", "Query")
              and after not in ("Sync", "Flush")]  # consecutive syncs and flushes are one wait
     assert (len(waits), sum(m in ("Bind", "Query") for m in sent)) == (5, 7), sent
+
+
+def test_neighbours_are_fetched_for_exactly_the_seedable_candidates(mem, conn, embedder, monkeypatch):
+    """The statement fetches turns next to each leg's top CONTEXT_SEED_RANK only, and the seeds come from the same
+    set: a seed never lacks its neighbours, and a candidate ranked below it in both legs spreads nothing."""
+    monkeypatch.setattr(V, "CONTEXT_SEED_RANK", 3)
+    day = datetime.now(UTC) - timedelta(days=3)
+    for i in range(12):
+        standup(mem, day, f"Lead: the backup check {i} ran against the billing database replica {i}.", "S-1")
+    embed_all(conn, embedder)
+    vector = memory_assets.api.encode_query(T1, "backup billing database")
+    params = request_params("acme", tsquery_terms("backup billing database"), 10, datetime.now(UTC), False,
+                            reader="api")
+    with authz.scoped(conn, authz.Actor.reader("acme")):
+        found = candidates(conn, params, T1, vector, True)
+    seeds = seedable(found)
+    assert len(found.dense) == len(found.sparse) == 12  # every turn is a candidate in both legs
+    assert 3 <= len(seeds) <= 6
+    assert {seed for seed, _, _ in found.near} == seeds  # each seedable turn has neighbours in the session
+    ranked_low = {row[0] for row in found.dense[3:]} & {row[0] for row in found.sparse[3:]}
+    assert ranked_low and not ranked_low & seeds

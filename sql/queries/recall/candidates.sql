@@ -1,10 +1,10 @@
 -- Every candidate of a recall and what scoring reads of it, in one statement (one plan, one round trip): the dense
--- leg (recall/_dense_leg), the IDF-scored sparse leg, the turns next to every episodic candidate (the caller keeps
--- those of its seeds that share a session), and each unit's number, importance, trust, validity, visible personas,
--- session, all its sessions and recency. {dim} and {model} are the model the query vector was encoded for, composed
--- per model so the partial index predicate matches. The first row carries the serving model and the project size
--- even when nothing matches. Each leg applies every filter before its LIMIT; row-level security applies to every
--- table read.
+-- leg (recall/_dense_leg), the IDF-scored sparse leg, the turns next to every episodic candidate among each leg's
+-- top %(seed_rank)s (the caller's seeds come from those and keep the turns that share a session), and each unit's
+-- number, importance, trust, validity, visible personas, session, all its sessions and recency. {dim} and {model}
+-- are the model the query vector was encoded for, composed per model so the partial index predicate matches. The
+-- first row carries the serving model and the project size even when nothing matches. Each leg applies every filter
+-- before its LIMIT; row-level security applies to every table read.
 WITH {recall/_dense_leg}, matched AS MATERIALIZED (
     SELECT u.id, u.tsv, u.number, u.type = 'episodic' AS episodic, ({recall/_unit_filters}) AS recallable
     FROM memory_units u
@@ -24,9 +24,9 @@ WITH {recall/_dense_leg}, matched AS MATERIALIZED (
           FROM matched m WHERE m.recallable
           ORDER BY score DESC, tsrank DESC, m.number
           LIMIT %(candidates)s) AS s
-), found AS MATERIALIZED (
-    SELECT unit_id FROM dense UNION SELECT unit_id FROM sparse
-), near AS MATERIALIZED (  -- conversation structure: the recallable episodic turns next to an episodic candidate
+), seedable AS MATERIALIZED (  -- the candidates that may seed the neighbour spread
+    SELECT unit_id FROM dense WHERE rank <= %(seed_rank)s UNION SELECT unit_id FROM sparse WHERE rank <= %(seed_rank)s
+), near AS MATERIALIZED (  -- conversation structure: the recallable episodic turns next to a seedable candidate
     SELECT c.id AS of_id, n.id AS unit_id, abs(n.number - c.number)::int AS distance
     FROM memory_units c
     CROSS JOIN LATERAL (  -- a range of the (project, number) index per candidate; the LIMIT keeps the planner there
@@ -34,7 +34,7 @@ WITH {recall/_dense_leg}, matched AS MATERIALIZED (
         WHERE u.project = c.project AND u.number BETWEEN c.number - %(window)s AND c.number + %(window)s
           AND u.id <> c.id AND u.type = 'episodic' AND {recall/_unit_filters}
         LIMIT 2 * %(window)s) AS n
-    WHERE c.id IN (SELECT unit_id FROM found) AND c.type = 'episodic' AND %(window)s > 0
+    WHERE c.id IN (SELECT unit_id FROM seedable) AND c.type = 'episodic' AND %(window)s > 0
 ), pool AS MATERIALIZED (  -- one row per unit: its rank and score in each leg, the candidates it neighbours
     SELECT r.unit_id, max(r.distance) AS distance, max(r.dense_rank) AS dense_rank, max(r.score) AS score,
            max(r.sparse_rank) AS sparse_rank,
