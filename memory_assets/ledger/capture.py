@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import multiprocessing.util
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -183,8 +184,18 @@ def _gate_pool(workers: int) -> ProcessPoolExecutor:
     pool = _GATE_POOLS.get(workers)
     if pool is None:
         gates.gate(gates.validate(project="warm", kind="note", type="semantic", title="warm", body="warm"))
+        if not _GATE_POOLS:
+            # before the pool's queues stop their feeder threads (exit priority 10), or no worker hears 'stop'
+            multiprocessing.util.Finalize(None, shutdown_gate_pools, exitpriority=100)
         pool = _GATE_POOLS[workers] = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
     return pool
+
+
+def shutdown_gate_pools() -> None:
+    """Stop the gate processes at exit, before multiprocessing joins its children: in a process that multiprocessing
+    started, it joins them before the executor's own exit hook would stop them, and waits forever."""
+    while _GATE_POOLS:
+        _GATE_POOLS.popitem()[1].shutdown(wait=True, cancel_futures=True)
 
 
 def gate_all(conn: psycopg.Connection[Any], candidates: list[gates.Candidate],

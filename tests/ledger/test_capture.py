@@ -1,6 +1,7 @@
 """The write path on the real database: dedupe, numbering under concurrency, rejections that leave no text."""
 
 import logging
+import multiprocessing
 import random
 import threading
 import time
@@ -324,6 +325,24 @@ def test_worker_processes_gate_a_batch_as_this_process_does(conn):
     assert counts["captured"] == counts["inserted"] == len(rows) - len(SECRETS) - 1
     assert counts["rejected"] == {V.REASON_SECRET: len(SECRETS), V.REASON_TASK_STATE: 1}
     assert conn.execute("SELECT sum(count) FROM memory_rejections").fetchone()[0] == len(SECRETS) + 1
+
+
+def gate_in_worker_processes_and_return() -> None:
+    """What a spawned process runs: gate a candidate in the worker processes, then end."""
+    candidate = gates.validate(project="acme", kind="env", type="semantic", title="Port", body="It listens on 8000.")
+    assert capture._gate_pool(2).submit(capture._gate_chunk, [(candidate, [])]).result() == [None]
+
+
+def test_a_process_that_multiprocessing_started_exits_after_gating_in_worker_processes():
+    """multiprocessing joins its children at exit before the gate pool's own exit hook would stop them: without
+    the pool's finaliser a `make bench` part that imported in parallel never ended."""
+    child = multiprocessing.get_context("spawn").Process(target=gate_in_worker_processes_and_return)
+    child.start()
+    child.join(60)
+    alive = child.is_alive()
+    if alive:
+        child.kill()
+    assert not alive and child.exitcode == 0
 
 
 def test_fold_takes_a_day_or_keys_and_folds_only_those(conn, today):
