@@ -126,7 +126,7 @@ GOALS = (
          "the store's share of a call (one statement, ~20 ms on LoCoMo: both legs, neighbouring turns and the "
          "scoring details of ~400 units) against mem0's ~7 ms search: personas and sessions kept on the unit instead "
          "of joined from its sources per request, fewer candidates per leg at equal recall@10, a vectorised "
-         "fuse/score (~2 ms of Python); the int8 query encoder kept only 0.935 of torch's top 10"),
+         "fuse/score (~3 ms of Python for ~400 candidates); the int8 query encoder kept only 0.935 of torch's top 10"),
     Goal("recall@10 of evidence / mem0's", "peer", ("ratios", "recall_at_10_ours_vs_mem0"), 2.0, False, X,
          "multi-hop and open-domain questions: a reranker or query expansion"),
     Goal("end-to-end recall p95 / encode+numpy floor p95", "peer", ("ratios", "ours_vs_floor_p95"), 1.5, True, X,

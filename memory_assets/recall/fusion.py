@@ -28,10 +28,12 @@ def fuse(dense: list[tuple[Any, ...]], sparse: list[tuple[Any, ...]], weights: t
     legs: tuple[tuple[str, list[tuple[Any, ...]], float, Callable[[Any], float]], ...] = (
         ("dense", dense, wd, lambda d: 1.0 - float(d)), ("sparse", sparse, ws, float))
     for leg, rows, weight, similarity in legs:
-        scores = [similarity(value) for _, value, _ in rows]
+        scores = [similarity(row[1]) for row in rows]
         low, high = min(scores, default=0.0), max(scores, default=0.0)
-        for rank, ((unit_id, *_), score) in enumerate(zip(rows, scores, strict=True), start=1):
-            entry = fused.setdefault(unit_id, _entry())
+        for rank, (row, score) in enumerate(zip(rows, scores, strict=True), start=1):
+            entry = fused.get(row[0])
+            if entry is None:
+                entry = fused[row[0]] = _entry()
             entry[leg] = score
             entry["rrf"] += weight / (V.RRF_K + rank)
             entry["scores"] += weight * ((score - low) / (high - low) if high > low else 1.0)
@@ -119,22 +121,26 @@ def handset(fused: Fused, details: dict[str, dict[str, Any]], query: str, at: da
     """The hand-set score: relevance (with the persona and time cues) * (0.7 + 0.2 importance + 0.1 recency)."""
     named = cues.named_words(query)
     windows = cues.time_windows(query)
+    persona = dated = False
+    if named or windows:  # most questions name no one and no date: no pass for the cues then
+        for unit_id, entry in fused.items():
+            unit = details[unit_id]
+            if named and not named.isdisjoint(unit["personas"] or ()):
+                entry["persona"] = V.PERSONA_BOOST
+                entry["relevance"] *= 1 + V.PERSONA_BOOST
+                persona = True
+            if windows and any(start <= unit["valid_from"] < end for start, end in windows):
+                entry["time"] = V.TIME_CUE_BOOST
+                entry["relevance"] *= 1 + V.TIME_CUE_BOOST
+                dated = True
+    ceiling = max_relevance(persona, dated)
     for unit_id, entry in fused.items():
         unit = details[unit_id]
-        if named & set(unit["personas"] or ()):
-            entry["persona"] = V.PERSONA_BOOST
-            entry["relevance"] *= 1 + V.PERSONA_BOOST
-        if any(start <= unit["valid_from"] < end for start, end in windows):
-            entry["time"] = V.TIME_CUE_BOOST
-            entry["relevance"] *= 1 + V.TIME_CUE_BOOST
-    ceiling = max_relevance(any("persona" in e for e in fused.values()), any("time" in e for e in fused.values()))
-    for unit_id, entry in fused.items():
-        unit = details[unit_id]
-        entry["relevance"] /= ceiling
-        entry["importance"] = float(unit["importance"])
+        relevance = entry["relevance"] = entry["relevance"] / ceiling
+        importance = entry["importance"] = float(unit["importance"])
         entry["trust"] = float(unit["trust"])
-        entry["recency"] = recency(unit["valid_from"], at) if unit["recency"] is None else unit["recency"]
-        entry["score"] = entry["relevance"] * (0.7 + 0.2 * entry["importance"] + 0.1 * entry["recency"])
+        fresh = entry["recency"] = recency(unit["valid_from"], at) if unit["recency"] is None else unit["recency"]
+        entry["score"] = relevance * (0.7 + 0.2 * importance + 0.1 * fresh)
 
 
 def recency(valid_from: datetime, at: datetime) -> float:
