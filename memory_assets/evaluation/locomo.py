@@ -179,7 +179,7 @@ def run(mem: Memory, data: Path, units: str, ks: list[int], mode: str, side_by_s
     """The whole evaluation: ingest (then embed with `model` and serve it), ask with the recall `settings`, and
     report the asked mode (and the other legs side by side); `with_folds` adds the learned fusion's
     leave-one-conversation-out figures beside the in-sample ones."""
-    qs, base = prepare(mem, data, units, model, log)
+    qs, base = prepare(mem, data, (units,), model, log)[units]
     report = {**evaluated(mem, qs, ks, mode, settings, side_by_side), **base}
     if with_folds:
         asked = collect(mem, qs, units, mode, settings, log)
@@ -187,19 +187,24 @@ def run(mem: Memory, data: Path, units: str, ks: list[int], mode: str, side_by_s
     return report
 
 
-def prepare(mem: Memory, data: Path, units: str, model: str | None,
-            log: Callable[[str], None] = print) -> tuple[list[Question], dict[str, Any]]:
-    """Ingest the data's units (then embed them with `model` and serve it): the questions, and what the report
-    says of the run."""
+def prepare(mem: Memory, data: Path, kinds: tuple[str, ...], model: str | None,
+            log: Callable[[str], None] = print) -> dict[str, tuple[list[Question], dict[str, Any]]]:
+    """Ingest the data's units of each kind (then embed them all with `model` in one backfill and serve it): per
+    kind, the questions and what the report says of the run."""
     samples = json.loads(Path(data).read_text())
     if model is not None:
         mem.embedding_model(model)  # an unknown key is bad input before anything is ingested
-    ingested = ingest(mem, samples, units, log)
-    if model is not None:
-        ingested["model"] = serve_model(mem, model, log)
-    qs, skipped = asked_questions(samples, units)
-    return qs, {"units": units, "skipped": skipped, "samples": len(samples), "ingest": ingested,
-                         "data": Path(data).name, "serving_model": mem.serving_model()}
+    ingested = {units: ingest(mem, samples, units, log) for units in kinds}
+    served = serve_model(mem, model, log) if model is not None else None
+    prepared = {}
+    for units in kinds:
+        if served is not None:
+            ingested[units]["model"] = served
+        qs, skipped = asked_questions(samples, units)
+        prepared[units] = (qs, {"units": units, "skipped": skipped, "samples": len(samples),
+                                "ingest": ingested[units], "data": Path(data).name,
+                                "serving_model": mem.serving_model()})
+    return prepared
 
 
 def evaluated(mem: Memory, qs: list[Question], ks: list[int], mode: str, settings: dict[str, Any] | None,
@@ -219,7 +224,7 @@ def fit_fusion(mem: Memory, data: Path, ks: list[int], out: Path | None, *, sett
     """Fit the learned fusion on dialog and observation units of every conversation and judge it out of fold; write
     the weights file to `out` only when out-of-fold R@10 rises on both units against the hand-set formula (or
     `force`); report both units as `eval locomo --folds` does, their in-sample figures served by the model kept."""
-    prepared = {units: prepare(mem, data, units, model, log) for units in ("dialog", "observation")}
+    prepared = prepare(mem, data, ("dialog", "observation"), model, log)
     asked = [a for units, (qs, _) in prepared.items() for a in collect(mem, qs, units, "hybrid", settings, log)]
     log(f"fitting: {len(asked)} questions, leave one conversation out")
     sections = fold_report(asked, ks, folds.FEATURES)

@@ -137,6 +137,7 @@ def test_fit_fusion_on_another_model_writes_weights_recall_reads(mem, tmp_path, 
     with mem.connection() as conn:
         assert conn.execute("SELECT count(*) FROM memory_embeddings WHERE model_key = 'minilm-l6@gt0.1-t2'"
                             ).fetchone()[0] == 12 + 6  # dialog turns of both, their observations
+    assert len({r["ingest"]["model"]["run_id"] for r in fitted["reports"].values()}) == 1  # one backfill for both
     monkeypatch.setenv(V.FUSION_WEIGHTS_ENV, str(out))
     question = locomo.questions(SAMPLE, "dialog")[0][0]
     hits = mem.recall(question.project, question.text, k=3, as_of=question.as_of)
