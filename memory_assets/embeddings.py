@@ -8,6 +8,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -370,18 +371,24 @@ def write_vectors(conn: psycopg.Connection[Any], spec: ModelSpec, units: list[tu
          "vector": vector, "unit_id": unit[0], "unit_revision": unit[1], "prev_id": unit[9], "prev_revision": unit[10]}
         for unit, text, vector in zip(units, texts, vectors, strict=True)
     ]
-    written = 0
     with conn.transaction(), conn.cursor() as cur:
-        for param in params:
-            cur.execute(query("embeddings/write_vector"), param)
-            written += cur.rowcount
-    return written
+        cur.executemany(query("embeddings/write_vector"), params)  # one pipeline: no round trip per vector
+        return cur.rowcount
 
 
 def embed_units(conn: psycopg.Connection[Any], embedder: Embedder, units: list[tuple[Any, ...]]) -> int:
-    """Embed stale_units rows and write the vectors that still match their unit; returns rows written."""
+    """Embed stale_units rows and write the vectors that still match their unit, each batch committed on a writer
+    thread while the next one encodes (the server's index inserts overlap the model); returns rows written."""
     texts = texts_of(embedder.spec, units)
-    return write_vectors(conn, embedder.spec, units, texts, embedder.encode(texts))
+    by_length = sorted(range(len(units)), key=lambda row: len(texts[row]))  # like lengths pad little
+    pending = []
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedding-writes") as writes:
+        for start in range(0, len(by_length), embedder.batch_size):
+            rows = sorted(by_length[start: start + embedder.batch_size], key=lambda row: str(units[row][0]))
+            batch, batch_texts = [units[row] for row in rows], [texts[row] for row in rows]
+            pending.append(writes.submit(write_vectors, conn, embedder.spec, batch, batch_texts,
+                                         embedder.encode(batch_texts)))
+    return sum(future.result() for future in pending)
 
 
 def embed_day(conn: psycopg.Connection[Any], embedder: Embedder, day: date,

@@ -39,6 +39,22 @@ def test_vectors_are_normalised_and_bound_to_revision(mem, conn, embedder):
     assert [u[1] for u in embeddings.stale_units(conn, T1, unit_ids=[unit_id])] == [2]
 
 
+def test_a_page_written_batch_by_batch_binds_every_vector_to_its_own_unit(mem, conn, embedder):
+    """embed_units encodes in length order and commits each batch on a writer thread: no vector may land on
+    another unit, and the count written is every unit's."""
+    ids = [mem.remember(project="acme", kind="env", type="semantic", title=f"Port rule {i}",
+                        body="Service " + "very " * (7 * i % 11) + f"{i} listens on port {9000 + i}.").unit_id
+           for i in range(7)]
+    small_batches = embeddings.Embedder(embedder.spec, batch_size=2)
+    units = embeddings.stale_units(conn, T1, unit_ids=ids)
+    assert embeddings.embed_units(conn, small_batches, units) == 7
+    texts = dict(zip((str(unit[0]) for unit in units), embeddings.texts_of(embedder.spec, units), strict=True))
+    for unit_id in ids:
+        alone = embedder.encode([texts[unit_id]])[0]
+        assert float(served_vector(conn, unit_id) @ alone) > 0.9999
+    assert embeddings.stale_units(conn, T1, unit_ids=ids) == []
+
+
 def test_a_correction_racing_an_inflight_embedding_never_leaves_the_old_vector_served(mem, conn, clean, embedder):
     import psycopg
 
