@@ -51,6 +51,8 @@ PARTS = (
         "smoke": ["--units", "200", "--seconds", "5"], "default": [], "full": []}),
     Part("graph", "bench.scale", "a daily asset-graph run over new units", {
         "smoke": ["--units", "100"], "default": ["--units", "10000"], "full": ["--units", "10000"]}),
+    Part("curation", "bench.curation", "curation's HNSW nearest-neighbour walk against the exact scan", {
+        "smoke": ["--units", "300", "--sample", "20"], "default": [], "full": ["--units", "20000"]}),
     Part("tracing", "bench.tracing", "the spans' cost on remember() and recall(), traces off and on", {
         "smoke": ["--calls", "20", "--span-loops", "10000"], "default": [], "full": []}),
     Part("peer", "bench.peer_mem0", "memory-assets, mem0 and the encode+numpy floor on LoCoMo, side by side", {
@@ -282,6 +284,13 @@ def summary(size: str, info: dict, parts: dict[str, dict], results: dict[str, di
         lines += ["", "## Scale curve", "", *scale_section(results["recall"])]
     if "graph" in results:
         lines += ["", "## Daily graph run", "", *graph_section(results["graph"])]
+    if "curation" in results:
+        cur = results["curation"]
+        ms = cur["ms_per_newcomer"]
+        lines += ["", "## Curation in a large project", "",
+                  f"{cur['units']:,} units, {cur['newcomers']} newcomers: HNSW walk p50 {ms['hnsw']['p50']} ms vs "
+                  f"exact scan {ms['exact']['p50']} ms ({cur['speedup_p50']}{X} faster); same neighbour "
+                  f"{cur['same_neighbour']}, same verdict {cur['same_verdict']}."]
     if "ingest" in results:
         rates = results["ingest"].get("units_per_second_median", {})
         lines += ["", "## Writes", "", "units/s (median): " + ", ".join(f"{k} {v}" for k, v in rates.items())]

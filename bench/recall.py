@@ -89,7 +89,7 @@ def timed_searches(mem, project: str, queries: np.ndarray, k: int) -> list[float
     with mem.connection() as conn, authz.scoped(conn, authz.Actor.reader(project, "bench")):
         model_key, _, _ = request.request_context(conn, project, k)
         params = request.request_params(project, [], k, datetime.now(UTC), False)
-        dense = legs.composed("recall/dense", model_key)
+        dense = embeddings.model_query("recall/dense", model_key)
         for q in np.vstack([queries[:1], queries]):
             start = time.perf_counter()
             conn.execute(dense, legs.statement_params(params, q, sparse=False)).fetchall()

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from memory_assets import audit, gates, lifecycle, tokens
+from memory_assets import audit, embeddings, gates, lifecycle, tokens
 from memory_assets import vocabulary as V
 from memory_assets.database import query
 from memory_assets.errors import ValidationError
@@ -48,11 +48,11 @@ def curate_day(conn: psycopg.Connection[Any], model_key: str, day: date,
     day_end = datetime.combine(day + timedelta(days=1), time.min, tzinfo=UTC)
     with conn.cursor(row_factory=dict_row) as cur:
         day_units = cur.execute(query("curation/day_units"), {"model": model_key, "day": day}).fetchall()
+        sizes = dict(conn.execute(query("curation/project_sizes"),
+                                  {"projects": sorted({unit["project"] for unit in day_units})}).fetchall())
         for unit in day_units:
             with conn.transaction():
-                nearest = cur.execute(query("curation/nearest_older"), {
-                    "project": unit["project"], "kind": unit["kind"], "number": unit["number"],
-                    "unit_id": unit["id"], "model": model_key}).fetchone()
+                nearest = nearest_older(cur, unit, model_key, sizes[unit["project"]] >= V.HNSW_MIN_PROJECT_UNITS)
                 action = verdict(unit, nearest, agreement)
                 if nearest is not None and action == "merge" and merge(conn, unit["id"], nearest["id"]):
                     counts["merged"] += 1
@@ -75,6 +75,20 @@ def curate_day(conn: psycopg.Connection[Any], model_key: str, day: date,
     counts["promoted"] = len(promoted)
     log.info("curated day=%s model=%s %s", day, model_key, counts)
     return counts
+
+
+def nearest_older(cur: psycopg.Cursor[Any], unit: dict[str, Any], model_key: str,
+                  large: bool) -> dict[str, Any] | None:
+    """A day unit's nearest older live unit of its project and kind: in a large project through the model's HNSW
+    index (an exact scan there cost each newcomer time in proportion to the project), else or when the index walk
+    surfaces none by an exact scan."""
+    params = {"project": unit["project"], "kind": unit["kind"], "number": unit["number"], "model": model_key,
+              "vector": unit["embedding"], "overfetch": V.CURATION_HNSW_NEIGHBOURS}
+    if large:
+        cur.execute(query("curation/hnsw_scan"), {"ef_search": V.HNSW_EF_SEARCH})
+        if found := cur.execute(embeddings.model_query("curation/nearest_older_hnsw", model_key), params).fetchone():
+            return found
+    return cur.execute(query("curation/nearest_older"), params).fetchone()
 
 
 def merge(conn: psycopg.Connection[Any], newcomer: Any, canonical: Any) -> bool:

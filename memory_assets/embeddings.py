@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -307,6 +308,13 @@ def set_serving_model(conn: psycopg.Connection[Any], key: str, actor: str = "ope
     with conn.transaction():
         conn.execute(query("embeddings/set_serving_model"), {"serving_key": V.SETTING_SERVING_MODEL, "model": key})
         audit.record(conn, actor, "serve_model", reason=key)
+
+
+@functools.cache
+def model_query(name: str, model_key: str) -> sql.Composed:
+    """A named query with the model's dimension and key composed in (a partial HNSW index needs them as literals)."""
+    spec = model_spec(model_key)
+    return sql.SQL(query(name)).format(dim=sql.SQL(str(int(spec.dim))), model=sql.Literal(model_key))
 
 
 def ensure_model_index(conn: psycopg.Connection[Any], spec: ModelSpec) -> None:

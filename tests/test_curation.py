@@ -2,9 +2,12 @@
 
 
 import pytest
+from psycopg import sql
+from psycopg.rows import dict_row
 
-from memory_assets import authz, curation, quality
+from memory_assets import authz, curation, embeddings, quality
 from memory_assets import vocabulary as V
+from memory_assets.database import query
 from tests.cases import SERVING_MODEL as T1
 from tests.cases import embed_all
 
@@ -16,8 +19,16 @@ PARAPHRASES = [
 ]
 
 
+@pytest.fixture(params=["exact", "hnsw"])
+def nearest_path(request, monkeypatch):
+    """Curation's two ways to the nearest older unit: the exact scan, and the HNSW index walk of a large project."""
+    if request.param == "hnsw":
+        monkeypatch.setattr(V, "HNSW_MIN_PROJECT_UNITS", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("old,new", PARAPHRASES)
-def test_paraphrases_merge_into_the_older_unit(mem, conn, embedder, old, new, today):
+def test_paraphrases_merge_into_the_older_unit(mem, conn, embedder, old, new, today, nearest_path):
     first = mem.remember(project="acme", kind="env", type="semantic", title=old[0], body=old[1], task_id="T-1")
     second = mem.remember(project="acme", kind="env", type="semantic", title=new[0], body=new[1], task_id="T-2")
     embed_all(conn, embedder)
@@ -32,7 +43,7 @@ def test_paraphrases_merge_into_the_older_unit(mem, conn, embedder, old, new, to
     assert curation.curate_day(conn, T1, today) == {"merged": 0, "review": 0, "promoted": 0, "unchanged": 0}
 
 
-def test_a_private_unit_never_takes_in_a_shared_paraphrase(mem, conn, embedder, today):
+def test_a_private_unit_never_takes_in_a_shared_paraphrase(mem, conn, embedder, today, nearest_path):
     """Merging a shared newcomer into a private unit would show the private wording to every reader."""
     (old_title, old_body), (new_title, new_body) = PARAPHRASES[0]
     private = mem.remember(project="acme", kind="env", type="semantic", title=old_title, body=old_body,
@@ -45,7 +56,7 @@ def test_a_private_unit_never_takes_in_a_shared_paraphrase(mem, conn, embedder, 
     assert mem.unit("acme", shared.token)["status"] == "active"
 
 
-def test_the_vpn_contradiction_goes_to_review_never_merges(mem, conn, embedder, today):
+def test_the_vpn_contradiction_goes_to_review_never_merges(mem, conn, embedder, today, nearest_path):
     deferred = mem.remember(project="acme", kind="note", type="semantic", title="VPN rollout deferred to Q3",
                             body="The VPN rollout was deferred to Q3 after the security review.")
     cancelled = mem.remember(project="acme", kind="note", type="semantic", title="VPN rollout cancelled",
@@ -58,7 +69,7 @@ def test_the_vpn_contradiction_goes_to_review_never_merges(mem, conn, embedder, 
     assert [r["token"] for r in mem.review_queue("acme")] == [cancelled.token]
 
 
-def test_unrelated_units_and_episodes_are_left_alone(mem, conn, embedder, today):
+def test_unrelated_units_and_episodes_are_left_alone(mem, conn, embedder, today, nearest_path):
     mem.remember(project="acme", kind="note", type="episodic", title="VPN rollout deferred to Q3",
                  body="The VPN rollout was deferred to Q3 after the security review.")
     mem.remember(project="acme", kind="note", type="episodic", title="VPN rollout cancelled",
@@ -67,6 +78,37 @@ def test_unrelated_units_and_episodes_are_left_alone(mem, conn, embedder, today)
                  body="Releases are cut on Thursday mornings UTC.")
     embed_all(conn, embedder)
     assert curation.curate_day(conn, T1, today)["review"] == 0
+
+
+def test_a_large_project_walks_the_hnsw_index_to_the_nearest_older_unit(mem, conn, embedder, today):
+    """Above HNSW_MIN_PROJECT_UNITS the nearest older unit comes from the model's partial HNSW index (an exact scan
+    cost each newcomer time in proportion to the project): the statement must be one that index serves, and find
+    what the exact scan finds, skipping newer, private and other-kind units on the way."""
+    (old_title, old_body), (new_title, new_body) = PARAPHRASES[0]
+    older = mem.remember(project="acme", kind="env", type="semantic", title=old_title, body=old_body, task_id="T-1")
+    mem.remember(project="acme", kind="note", type="semantic", title=old_title, body=old_body + " ", task_id="T-2")
+    mem.remember(project="acme", kind="env", type="semantic", title=new_title, body=new_body + " Private.",
+                 task_id="T-3", persona="ana", visibility="private")
+    newer = mem.remember(project="acme", kind="env", type="semantic", title=new_title, body=new_body, task_id="T-4")
+    mem.remember(project="acme", kind="env", type="semantic", title=new_title, body=new_body + " Again.", task_id="T-5")
+    embed_all(conn, embedder)
+    embeddings.ensure_model_index(conn, embedder.spec)
+    hnsw = embeddings.model_query("curation/nearest_older_hnsw", T1)
+    with conn.cursor(row_factory=dict_row) as cur:
+        unit = next(u for u in cur.execute(query("curation/day_units"), {"model": T1, "day": today})
+                    if str(u["id"]) == newer.unit_id)
+        params = {"project": "acme", "kind": "env", "number": unit["number"], "model": T1, "vector": unit["embedding"],
+                  "overfetch": V.CURATION_HNSW_NEIGHBOURS}
+        exact = cur.execute(query("curation/nearest_older"), params).fetchone()
+        with conn.transaction():
+            cur.execute(query("curation/hnsw_scan"), {"ef_search": V.HNSW_EF_SEARCH})
+            cur.execute("SET LOCAL enable_seqscan = off")
+            cur.execute("SET LOCAL enable_sort = off")
+            plan = "\n".join(row["QUERY PLAN"] for row in cur.execute(sql.SQL("EXPLAIN ") + hnsw, params))
+            found = cur.execute(hnsw, params).fetchone()
+    assert "memory_embeddings_hnsw_" in plan, plan
+    assert str(found["id"]) == str(exact["id"]) == older.unit_id
+    assert found["cosine"] == pytest.approx(exact["cosine"], abs=1e-5) and found["cosine"] >= V.MERGE_MIN_COSINE
 
 
 def test_promotion_needs_two_sources_or_a_day(mem, conn, embedder, today):

@@ -3,11 +3,9 @@ cited text of the top k."""
 
 from __future__ import annotations
 
-import functools
 from typing import Any, NamedTuple
 
 import psycopg
-from psycopg import sql
 from psycopg.rows import dict_row
 
 from memory_assets import embeddings, tracing
@@ -31,13 +29,6 @@ class Candidates(NamedTuple):
     details: dict[str, dict[str, Any]]
 
 
-@functools.cache
-def composed(name: str, model_key: str) -> sql.Composed:
-    """A named query with the model's dimension and key composed in (the partial HNSW index needs literals)."""
-    spec = embeddings.model_spec(model_key)
-    return sql.SQL(query(name)).format(dim=sql.SQL(str(int(spec.dim))), model=sql.Literal(model_key))
-
-
 def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key: str, vector: Any,
                sparse: bool) -> Candidates:
     """Both legs, the neighbouring turns and the scoring details in one prepared statement, after the request's
@@ -48,8 +39,8 @@ def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key:
     """
     send_request_context(conn, params["project"], params["k"])
     with tracing.span("memory.recall.legs") as span:
-        rows = conn.execute(composed("recall/candidates", model_key), statement_params(params, vector, sparse),
-                            prepare=True).fetchall()
+        rows = conn.execute(embeddings.model_query("recall/candidates", model_key),
+                            statement_params(params, vector, sparse), prepare=True).fetchall()
         found = unpack(rows)
         tracing.record(span, dense=len(found.dense), sparse=len(found.sparse), near=len(found.near),
                        rows=len(found.details))

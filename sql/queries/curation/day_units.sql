@@ -1,5 +1,6 @@
--- The curatable units created on a UTC day that have a current vector of %(model)s and an uncurated revision.
-SELECT u.id, u.project, u.number, u.kind, u.type, u.status, u.title, u.body
+-- The curatable units created on a UTC day that have a current vector of %(model)s (returned: curation compares
+-- it) and an uncurated revision.
+SELECT u.id, u.project, u.number, u.kind, u.type, u.status, u.title, u.body, e.embedding
 FROM memory_units u
 JOIN memory_embeddings e ON e.unit_id = u.id AND e.model_key = %(model)s::text
                         AND e.unit_revision = u.revision AND e.content_hash = u.content_hash
