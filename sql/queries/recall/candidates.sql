@@ -45,18 +45,21 @@ WITH {recall/_dense_leg}, matched AS MATERIALIZED (
           UNION ALL SELECT unit_id, NULL, NULL, score, rank, NULL, NULL FROM sparse
           UNION ALL SELECT unit_id, NULL, NULL, NULL, NULL, of_id, distance FROM near) AS r
     GROUP BY r.unit_id
+), sourced AS MATERIALIZED (  -- personas and session from the sources its reader may see (another persona's
+                               -- private source moves no rank); turns are neighbours when any of their sources share
+                               -- a session. One grouped read for the pool (a lateral per unit: ~0.5 ms more on LoCoMo)
+    SELECT s.unit_id,
+           array_agg(DISTINCT lower(s.persona)) FILTER (WHERE {recall/_visible_source}) AS personas,
+           (array_agg(s.session_id ORDER BY s.id) FILTER (WHERE {recall/_visible_source}))[1] AS session_id,
+           array_agg(DISTINCT s.session_id) FILTER (WHERE s.session_id IS NOT NULL) AS sessions
+    FROM memory_sources s WHERE s.unit_id = ANY (ARRAY(SELECT unit_id FROM pool))
+    GROUP BY s.unit_id
 )
 SELECT ctx.model_key, ctx.units, u.id::text AS unit_id, p.distance, p.dense_rank, p.score, p.sparse_rank,
        u.type = 'episodic' AS episodic, u.number, u.importance, u.trust, u.valid_from, src.personas, src.session_id,
        dec.recency, src.sessions, p.near_of, p.near_distance
 FROM ctx
-LEFT JOIN (pool p JOIN memory_units u ON u.id = p.unit_id) ON true
-LEFT JOIN LATERAL (  -- personas and session from the sources its reader may see (another persona's private source
-                     -- moves no rank); turns are neighbours when any of their sources share a session
-    SELECT array_agg(DISTINCT lower(s.persona)) FILTER (WHERE {recall/_visible_source}) AS personas,
-           (array_agg(s.session_id ORDER BY s.id) FILTER (WHERE {recall/_visible_source}))[1] AS session_id,
-           array_agg(DISTINCT s.session_id) FILTER (WHERE s.session_id IS NOT NULL) AS sessions
-    FROM memory_sources s WHERE s.unit_id = u.id) AS src ON true
+LEFT JOIN (pool p JOIN memory_units u ON u.id = p.unit_id LEFT JOIN sourced src ON src.unit_id = p.unit_id) ON true
 LEFT JOIN LATERAL (  -- the latest decay score; as_of recomputes recency instead
     SELECT ds.recency FROM decay_scores ds WHERE ds.unit_id = u.id AND NOT %(historical)s::boolean
     ORDER BY ds.day DESC LIMIT 1) AS dec ON true;
