@@ -3,11 +3,12 @@
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from psycopg import sql
 
-from memory_assets import authz
+from memory_assets import authz, embeddings
 from memory_assets import vocabulary as V
 from memory_assets.errors import ValidationError
-from memory_assets.recall import request
+from memory_assets.recall import legs, request
 
 
 def note(mem, project, title, body, **kw):
@@ -50,6 +51,31 @@ def test_the_exact_path_plans_each_request_and_the_setting_ends_with_it(mem, con
             request.request_context(conn, "acme", 10)
             assert conn.execute("SELECT current_setting('plan_cache_mode')").fetchone()[0] == mode
         assert conn.execute("SELECT current_setting('plan_cache_mode')").fetchone()[0] == "auto"
+
+
+def test_a_request_starts_no_parallel_workers_however_cheap_the_planner_thinks_them(mem, conn, embedder):
+    """At 100k units the planner gave the HNSW path's exact fallback two workers, started for every request (~7 ms)
+    though the fallback seldom runs: the request turns parallel plans off for itself. Parallelism made as cheap as
+    it gets shows the statement would take workers without that."""
+    note(mem, "acme", "Deploy window", "Deploys happen on Tuesdays.")
+    actor = authz.Actor("t", read=("acme",))
+    conn.execute("UPDATE memory_projects SET last_number = %s WHERE project = 'acme'", (V.HNSW_MIN_PROJECT_UNITS,))
+    model = V.DEFAULT_SERVING_MODEL
+    params = legs.statement_params(request.request_params("acme", ["deploy"], 10, datetime.now(UTC), False),
+                                   embedder.encode(["deploy window"])[0], sparse=True)
+    explain = sql.SQL("EXPLAIN ") + embeddings.model_query("recall/candidates", model)
+    plans = {}
+    for with_context in (False, True):
+        with authz.scoped(conn, actor):
+            for setting in ("parallel_setup_cost", "parallel_tuple_cost", "min_parallel_table_scan_size",
+                            "min_parallel_index_scan_size"):
+                conn.execute(sql.SQL("SET LOCAL {} = 0").format(sql.Identifier(setting)))
+            if with_context:
+                request.request_context(conn, "acme", 10)
+            plans[with_context] = "\n".join(row[0] for row in conn.execute(explain, params))
+    assert "Gather" in plans[False]
+    assert "Gather" not in plans[True], plans[True]
+    assert conn.execute("SELECT current_setting('max_parallel_workers_per_gather')").fetchone()[0] != "0"
 
 
 # Bad and hostile requests alike: nothing reaches SQL that the database would refuse (issue #13).
