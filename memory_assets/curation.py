@@ -77,7 +77,7 @@ def curate_day(conn: psycopg.Connection[Any], model_key: str, day: date,
     return counts
 
 
-def nearest_older(cur: psycopg.Cursor[Any], unit: dict[str, Any], model_key: str,
+def nearest_older(cur: psycopg.Cursor[dict[str, Any]], unit: dict[str, Any], model_key: str,
                   large: bool) -> dict[str, Any] | None:
     """A day unit's nearest older live unit of its project and kind: in a large project through the model's HNSW
     index (an exact scan there cost each newcomer time in proportion to the project), else or when the index walk
