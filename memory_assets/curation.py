@@ -52,7 +52,7 @@ def curate_day(conn: psycopg.Connection[Any], model_key: str, day: date,
                                   {"projects": sorted({unit["project"] for unit in day_units})}).fetchall())
         for unit in day_units:
             with conn.transaction():
-                nearest = nearest_older(cur, unit, model_key, sizes[unit["project"]] >= V.HNSW_MIN_PROJECT_UNITS)
+                nearest = nearest_older(cur, unit, model_key, sizes.get(unit["project"], 0) >= V.HNSW_MIN_PROJECT_UNITS)
                 action = verdict(unit, nearest, agreement)
                 if nearest is not None and action == "merge" and merge(conn, unit["id"], nearest["id"]):
                     counts["merged"] += 1

@@ -9,7 +9,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -389,14 +389,19 @@ def embed_units(conn: psycopg.Connection[Any], embedder: Embedder, units: list[t
     thread while the next one encodes (the server's index inserts overlap the model); returns rows written."""
     texts = texts_of(embedder.spec, units)
     by_length = sorted(range(len(units)), key=lambda row: len(texts[row]))  # like lengths pad little
-    pending = []
+    written = 0
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedding-writes") as writes:
+        pending: Future[int] | None = None
         for start in range(0, len(by_length), embedder.batch_size):
             rows = sorted(by_length[start: start + embedder.batch_size], key=lambda row: str(units[row][0]))
             batch, batch_texts = [units[row] for row in rows], [texts[row] for row in rows]
-            pending.append(writes.submit(write_vectors, conn, embedder.spec, batch, batch_texts,
-                                         embedder.encode(batch_texts)))
-    return sum(future.result() for future in pending)
+            vectors = embedder.encode(batch_texts)
+            if pending is not None:  # one batch in flight: a failed write stops the page before the next encode
+                written += pending.result()
+            pending = writes.submit(write_vectors, conn, embedder.spec, batch, batch_texts, vectors)
+        if pending is not None:
+            written += pending.result()
+    return written
 
 
 def embed_day(conn: psycopg.Connection[Any], embedder: Embedder, day: date,

@@ -55,6 +55,26 @@ def test_a_page_written_batch_by_batch_binds_every_vector_to_its_own_unit(mem, c
     assert embeddings.stale_units(conn, T1, unit_ids=ids) == []
 
 
+def test_a_failed_batch_write_stops_the_page_and_surfaces(mem, conn, embedder, monkeypatch):
+    """One batch is in flight at a time: when its write fails, the error comes back before another batch is
+    queued, and nothing after it is written."""
+    ids = [mem.remember(project="acme", kind="env", type="semantic", title=f"Port rule {i}",
+                        body=f"Service {i} listens on port {9000 + i}.").unit_id for i in range(6)]
+    small_batches = embeddings.Embedder(embedder.spec, batch_size=2)
+    encoded = []
+    real_encode = small_batches.encode
+    monkeypatch.setattr(small_batches, "encode", lambda texts: encoded.append(len(texts)) or real_encode(texts))
+
+    def broken_write(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(embeddings, "write_vectors", broken_write)
+    with pytest.raises(RuntimeError, match="disk full"):
+        embeddings.embed_units(conn, small_batches, embeddings.stale_units(conn, T1, unit_ids=ids))
+    assert encoded == [2, 2]  # the third batch is never encoded
+    assert len(embeddings.stale_units(conn, T1, unit_ids=ids)) == 6
+
+
 def test_a_correction_racing_an_inflight_embedding_never_leaves_the_old_vector_served(mem, conn, clean, embedder):
     import psycopg
 
