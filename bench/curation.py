@@ -37,14 +37,16 @@ def main() -> None:
             capture.remember_many(conn, candidates(min(V.IMPORT_BATCH, args.units - start), "curation-bench", start))
         embeddings.embed_day(conn, embedder, today)
         with conn.cursor(row_factory=dict_row) as cur:
-            units = cur.execute(query("curation/day_units"), {"model": embedder.spec.key, "day": today}).fetchall()
+            units = cur.execute(query("curation/day_units"), {"model": embedder.spec.key, "day": today,
+                                                              "hnsw_min": V.HNSW_MIN_PROJECT_UNITS}).fetchall()
             sample = units[1:: max(1, len(units) // args.sample)][: args.sample]
             for i, unit in enumerate(sample):
                 found = {}
                 for path in (("exact", "hnsw") if i % 2 else ("hnsw", "exact")):  # alternate who goes first
                     with conn.transaction():
                         begin = time.perf_counter()
-                        found[path] = curation.nearest_older(cur, unit, embedder.spec.key, path == "hnsw")
+                        found[path] = curation.nearest_older(cur, {**unit, "large": path == "hnsw"},
+                                                             embedder.spec.key)
                         times[path].append((time.perf_counter() - begin) * 1000)
                 exact, hnsw = (curation.verdict(unit, found[path]) for path in ("exact", "hnsw"))
                 same_neighbour += (found["exact"] or {}).get("id") == (found["hnsw"] or {}).get("id")

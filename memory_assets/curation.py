@@ -47,12 +47,11 @@ def curate_day(conn: psycopg.Connection[Any], model_key: str, day: date,
     counts = {"merged": 0, "review": 0, "promoted": 0, "unchanged": 0}
     day_end = datetime.combine(day + timedelta(days=1), time.min, tzinfo=UTC)
     with conn.cursor(row_factory=dict_row) as cur:
-        day_units = cur.execute(query("curation/day_units"), {"model": model_key, "day": day}).fetchall()
-        sizes = dict(conn.execute(query("curation/project_sizes"),
-                                  {"projects": sorted({unit["project"] for unit in day_units})}).fetchall())
+        day_units = cur.execute(query("curation/day_units"), {"model": model_key, "day": day,
+                                                              "hnsw_min": V.HNSW_MIN_PROJECT_UNITS}).fetchall()
         for unit in day_units:
             with conn.transaction():
-                nearest = nearest_older(cur, unit, model_key, sizes.get(unit["project"], 0) >= V.HNSW_MIN_PROJECT_UNITS)
+                nearest = nearest_older(cur, unit, model_key)
                 action = verdict(unit, nearest, agreement)
                 if nearest is not None and action == "merge" and merge(conn, unit["id"], nearest["id"]):
                     counts["merged"] += 1
@@ -77,14 +76,13 @@ def curate_day(conn: psycopg.Connection[Any], model_key: str, day: date,
     return counts
 
 
-def nearest_older(cur: psycopg.Cursor[dict[str, Any]], unit: dict[str, Any], model_key: str,
-                  large: bool) -> dict[str, Any] | None:
-    """A day unit's nearest older live unit of its project and kind: in a large project through the model's HNSW
-    index (an exact scan there cost each newcomer time in proportion to the project), else or when the index walk
-    surfaces none by an exact scan."""
+def nearest_older(cur: psycopg.Cursor[dict[str, Any]], unit: dict[str, Any], model_key: str) -> dict[str, Any] | None:
+    """A curation/day_units row's nearest older peer: in a large project through the model's HNSW index (an exact
+    scan there cost each newcomer time in proportion to the project), else or when the index walk surfaces none by
+    an exact scan."""
     params = {"project": unit["project"], "kind": unit["kind"], "number": unit["number"], "model": model_key,
               "vector": unit["embedding"], "overfetch": V.CURATION_HNSW_NEIGHBOURS}
-    if large:
+    if unit["large"]:
         cur.execute(query("curation/hnsw_scan"), {"ef_search": V.HNSW_EF_SEARCH})
         if found := cur.execute(embeddings.model_query("curation/nearest_older_hnsw", model_key), params).fetchone():
             return found

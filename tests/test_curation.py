@@ -95,7 +95,8 @@ def test_a_large_project_walks_the_hnsw_index_to_the_nearest_older_unit(mem, con
     embeddings.ensure_model_index(conn, embedder.spec)
     hnsw = embeddings.model_query("curation/nearest_older_hnsw", T1)
     with conn.cursor(row_factory=dict_row) as cur:
-        unit = next(u for u in cur.execute(query("curation/day_units"), {"model": T1, "day": today})
+        unit = next(u for u in cur.execute(query("curation/day_units"),
+                                           {"model": T1, "day": today, "hnsw_min": V.HNSW_MIN_PROJECT_UNITS})
                     if str(u["id"]) == newer.unit_id)
         params = {"project": "acme", "kind": "env", "number": unit["number"], "model": T1, "vector": unit["embedding"],
                   "overfetch": V.CURATION_HNSW_NEIGHBOURS}

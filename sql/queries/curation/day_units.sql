@@ -1,9 +1,12 @@
 -- The curatable units created on a UTC day that have a current vector of %(model)s (returned: curation compares
--- it) and an uncurated revision.
-SELECT u.id, u.project, u.number, u.kind, u.type, u.status, u.title, u.body, e.embedding
+-- it) and an uncurated revision, each with whether its project is large enough (%(hnsw_min)s numbered units) for
+-- curation to walk the HNSW index instead of scanning.
+SELECT u.id, u.project, u.number, u.kind, u.type, u.status, u.title, u.body, e.embedding,
+       p.last_number >= %(hnsw_min)s::bigint AS large
 FROM memory_units u
 JOIN memory_embeddings e ON e.unit_id = u.id AND e.model_key = %(model)s::text
                         AND e.unit_revision = u.revision AND e.content_hash = u.content_hash
+JOIN memory_projects p ON p.project = u.project
 WHERE (u.created_at AT TIME ZONE 'UTC')::date = %(day)s::date AND u.status IN {curatable_statuses}
   AND u.curated_revision IS DISTINCT FROM u.revision
 ORDER BY u.project, u.number;

@@ -1,10 +1,11 @@
 -- curation/nearest_older through the model's partial HNSW index, for a project of HNSW_MIN_PROJECT_UNITS units or
 -- more (the exact scan there grows with the project: 17-42 ms per newcomer at 9k units, docs/scaling.md): the
 -- project's %(overfetch)s nearest vectors in exact distance order (hnsw.iterative_scan = strict_order, set by
--- curation/hnsw_scan, walks past ef_search until enough are of the project), then the first whose unit passes the
--- same filters. Approximate like every HNSW read; when none passes, the caller scans exactly. The LIMIT inside keeps
--- the planner on the index (with the unit filters beside the ORDER BY it sorted a hash join of the whole project).
--- {dim} and {model} are composed per model so the index expression and predicate match.
+-- curation/hnsw_scan, walks past ef_search until enough are of the project), then the first whose unit is one of
+-- the newcomer's peers (curation/_older_peers). Approximate like every HNSW read; when none is, the caller scans
+-- exactly. The LIMIT inside keeps the planner on the index (with the unit filters beside the ORDER BY it sorted a
+-- hash join of the whole project). {dim} and {model} are composed per model so the index expression and predicate
+-- match.
 SELECT o.id, o.number, o.title, o.body, 1 - n.distance AS cosine
 FROM (SELECT e.unit_id, e.unit_revision, e.content_hash,
              (e.embedding::vector({dim})) <=> %(vector)s::vector({dim}) AS distance
@@ -13,7 +14,6 @@ FROM (SELECT e.unit_id, e.unit_revision, e.content_hash,
       ORDER BY (e.embedding::vector({dim})) <=> %(vector)s::vector({dim})
       LIMIT %(overfetch)s) AS n
 JOIN memory_units o ON o.id = n.unit_id AND o.revision = n.unit_revision AND o.content_hash = n.content_hash
-WHERE o.project = %(project)s::text AND o.kind = %(kind)s::text AND o.number < %(number)s::bigint
-  AND o.status IN {live_statuses} AND o.private_to IS NULL
+WHERE {curation/_older_peers}
 ORDER BY n.distance, o.number
 LIMIT 1;

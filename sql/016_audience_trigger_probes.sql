@@ -1,9 +1,9 @@
 -- The audience trigger (007_visibility.sql) widens only units that are still private, among those a statement added
 -- sources to. Its join to the added rows was planned without knowing how many there are, and for one added source
 -- it read every unit of the store: remember() slowed with the store's size (the trigger took 5.9 ms of a 6.2 ms
--- link_inbox at 20k units). Now it probes the index of the private units by the added units' ids.
-CREATE INDEX IF NOT EXISTS memory_units_private ON memory_units (id) WHERE private_to IS NOT NULL;
-
+-- link_inbox at 20k units). Now it probes 007's index of the private units (memory_units_private) by the added
+-- units' ids. Only the UPDATE's WHERE changes; CREATE OR REPLACE restates the whole body, since an applied 007 never
+-- runs again.
 CREATE OR REPLACE FUNCTION memory_sources_audience() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     UPDATE memory_units u
