@@ -5,10 +5,12 @@
 -- are the model the query vector was encoded for, composed per model so the partial index predicate matches. The
 -- first row carries the serving model and the project size even when nothing matches. Each leg applies every filter
 -- before its LIMIT; row-level security applies to every table read.
-WITH {recall/_dense_leg}, matched AS MATERIALIZED (
+WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan would parse it again for every row
+    SELECT to_tsquery('english', %(tsquery)s) AS query
+), matched AS MATERIALIZED (
     SELECT u.id, u.tsv, u.number, u.type = 'episodic' AS episodic, ({recall/_unit_filters}) AS recallable
     FROM memory_units u
-    WHERE u.project = %(project)s AND u.tsv @@ to_tsquery('english', %(tsquery)s) AND %(sparse)s::boolean
+    WHERE u.project = %(project)s AND u.tsv @@ (SELECT query FROM tsq) AND %(sparse)s::boolean
 ), terms AS MATERIALIZED (  -- BM25's idf per query term, counted over the project's matching units
     SELECT q.query, ln(1 + ((SELECT greatest(c.units, 1) FROM ctx c)::float8 - count(m.id) + 0.5)
                            / (count(m.id) + 0.5)) AS idf
@@ -20,7 +22,7 @@ WITH {recall/_dense_leg}, matched AS MATERIALIZED (
     SELECT s.id AS unit_id, s.score, s.episodic, row_number() OVER (ORDER BY s.score DESC, s.tsrank DESC, s.number)
            AS rank
     FROM (SELECT m.id, m.number, m.episodic, (SELECT sum(t.idf) FROM terms t WHERE m.tsv @@ t.query) AS score,
-                 ts_rank(m.tsv, to_tsquery('english', %(tsquery)s)) AS tsrank
+                 ts_rank(m.tsv, (SELECT query FROM tsq)) AS tsrank
           FROM matched m WHERE m.recallable
           ORDER BY score DESC, tsrank DESC, m.number
           LIMIT %(candidates)s) AS s
