@@ -30,6 +30,7 @@ MIGRATION_LOCK_KEY = 0x6D656D  # pg_advisory_xact_lock key shared by every migra
 PLACEHOLDER = re.compile(r"\{([a-z_]+(?:/[a-z_]+)*)\}")
 # {name}s a caller fills when it composes the statement with psycopg.sql (per model: its dimension and key)
 RUNTIME_PLACEHOLDERS = ("dim", "model")
+NAMED_PARAMETER = re.compile(r"%\((\w+)\)s")
 
 
 def sql_list(values: tuple[str, ...]) -> str:
@@ -309,6 +310,24 @@ def query(name: str) -> str:
         return SPELLINGS[key]
 
     return PLACEHOLDER.sub(spell, text)
+
+
+@functools.cache
+def positional(statement: str) -> tuple[str, tuple[str, ...]]:
+    """A statement's %(name)s parameters as PostgreSQL's $1..$n, and the names in that order, worked out once:
+    psycopg caches its own parse only for statements under 4 kB, and recall/candidates (11 kB) was parsed again on
+    every request (~0.7 ms of a 5 ms recall)."""
+    numbers: dict[str, str] = {}
+    text = NAMED_PARAMETER.sub(lambda m: numbers.setdefault(m.group(1), f"${len(numbers) + 1}"), statement)
+    if "%" in NAMED_PARAMETER.sub("", statement):
+        raise ValueError("only %(name)s parameters can be numbered (a literal % would need psycopg's parse)")
+    return text, tuple(numbers)
+
+
+def execute_positional(conn: psycopg.Connection[Any], statement: str, params: dict[str, Any]) -> psycopg.Cursor[Any]:
+    """Run a long named-parameter statement, prepared, without psycopg parsing it on every call (see positional)."""
+    text, names = positional(statement)
+    return psycopg.RawCursor(conn).execute(text, [params[name] for name in names], prepare=True)
 
 
 def one(cursor: psycopg.Cursor[Any]) -> Any:

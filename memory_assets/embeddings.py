@@ -311,10 +311,11 @@ def set_serving_model(conn: psycopg.Connection[Any], key: str, actor: str = "ope
 
 
 @functools.cache
-def model_query(name: str, model_key: str) -> sql.Composed:
-    """A named query with the model's dimension and key composed in (a partial HNSW index needs them as literals)."""
+def model_query(name: str, model_key: str) -> str:
+    """A named query with the model's dimension and key composed in (a partial HNSW index needs them as literals),
+    rendered once: psycopg caches the parsing of a query string, never of a Composed (~0.6 ms a recall)."""
     spec = model_spec(model_key)
-    return sql.SQL(query(name)).format(dim=sql.SQL(str(int(spec.dim))), model=sql.Literal(model_key))
+    return sql.SQL(query(name)).format(dim=sql.SQL(str(int(spec.dim))), model=sql.Literal(model_key)).as_string()
 
 
 def ensure_model_index(conn: psycopg.Connection[Any], spec: ModelSpec) -> None:

@@ -2,7 +2,6 @@
 
 
 import pytest
-from psycopg import sql
 from psycopg.rows import dict_row
 
 from memory_assets import authz, curation, embeddings, quality
@@ -105,7 +104,7 @@ def test_a_large_project_walks_the_hnsw_index_to_the_nearest_older_unit(mem, con
             cur.execute(query("curation/hnsw_scan"), {"ef_search": V.HNSW_EF_SEARCH})
             cur.execute("SET LOCAL enable_seqscan = off")
             cur.execute("SET LOCAL enable_sort = off")
-            plan = "\n".join(row["QUERY PLAN"] for row in cur.execute(sql.SQL("EXPLAIN ") + hnsw, params))
+            plan = "\n".join(row["QUERY PLAN"] for row in cur.execute("EXPLAIN " + hnsw, params))
             found = cur.execute(hnsw, params).fetchone()
     assert "memory_embeddings_hnsw_" in plan, plan
     assert str(found["id"]) == str(exact["id"]) == older.unit_id

@@ -72,6 +72,19 @@ def test_an_unknown_placeholder_is_an_error(tmp_path, monkeypatch):
         database.query.cache_clear()
 
 
+def test_a_long_statement_runs_with_its_parameters_numbered_once(conn):
+    """execute_positional numbers each name once (a name used twice is one parameter) and gives the rows psycopg's own
+    parse gives; a literal % (which psycopg would unescape) is refused rather than sent wrong."""
+    statement = "SELECT %(a)s::int + %(b)s::int AS total, %(a)s::int AS again" + " " * 5000  # past psycopg's 4 kB cache
+    assert database.positional(statement) == ("SELECT $1::int + $2::int AS total, $1::int AS again" + " " * 5000,
+                                              ("a", "b"))
+    params = {"a": 2, "b": 40, "unused": "ignored"}
+    assert database.execute_positional(conn, statement, params).fetchall() == conn.execute(statement, params).fetchall()
+    assert database.execute_positional(conn, statement, params).fetchall() == [(42, 2)]
+    with pytest.raises(ValueError, match="literal %"):
+        database.positional("SELECT 'a%%' || %(a)s")
+
+
 def test_migrations_are_recorded_once(clean):
     """Re-running migrate applies nothing new: every numbered file is recorded."""
     assert database.migrate(clean) == []
