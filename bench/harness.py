@@ -41,7 +41,7 @@ PARTS = (
     Part("ingest", "bench.ingest", "remember() with 1 and 8 writers, bulk import, raw COPY", {
         "smoke": ["--remember", "20", "--import-size", "200", "--repeats", "1"], "default": [], "full": []}),
     Part("embed", "bench.embed", "the embedding stage against raw model.encode()", {
-        "smoke": ["--units", "64", "--repeats", "1"], "default": [], "full": []}),
+        "smoke": ["--units", "64", "--repeats", "1", "--warmup", "0"], "default": [], "full": []}),
     Part("recall", "bench.recall", "recall() against numpy at each size (the scale curve)", {
         "smoke": ["--sizes", "2000", "--queries", "20", "--beside", "0"],
         "default": ["--sizes", "10000,100000"], "full": ["--sizes", "10000,100000,1000000"]}),
