@@ -267,7 +267,8 @@ SPARSE_WEIGHT = 1.3         # with the IDF-scored sparse leg (LoCoMo dev R@10: 1
 CONTEXT_WINDOW = 2          # neighbouring turns of the same session that share a match's relevance / distance
 CONTEXT_WEIGHT = 0.6
 CONTEXT_SEEDS = 30
-CONTEXT_SEED_RANK = 60      # seeds come from each leg's top 60, whose neighbouring turns the statement fetches
+CONTEXT_SEED_RANK = 30      # seeds come from each leg's top 30, whose neighbouring turns the statement fetches
+                            # (60 before: the same R@10 on LoCoMo dev, ~2 ms slower; docs/scaling.md)
 SESSION_WEIGHT = 0.75       # every unit of a session gets this share of the session's best relevance
 PERSONA_BOOST = 0.6         # a unit whose source persona the query names
 TIME_CUE_BOOST = 2.0        # a unit valid from a date the query names ('on 7 July, 2023', 'in May 2023')
