@@ -125,11 +125,11 @@ class Goal:
 GOALS = (
     Goal("end-to-end recall p95 / mem0 search() p95 (LoCoMo, encoding included)", "peer",
          ("ratios", "ours_vs_mem0_p95"), 0.5, True, X,
-         "the store's share of a call (one statement, 12-20 ms on LoCoMo: both legs, neighbouring turns and the "
-         "scoring details of ~400 units, ~3 ms of it planning the statement for the request) against mem0's ~7 ms "
-         "search: fewer candidates per leg at equal recall@10 (200 per leg on the exact path, 40 on the HNSW path), "
-         "a vectorised fuse/score (~2 ms of Python for ~400 candidates); the int8 query encoder kept only 0.935 of "
-         "torch's top 10"),
+         "the store's share of a call (one statement, ~9-13 ms on LoCoMo: both legs, neighbouring turns and the "
+         "scoring details of ~300 units) against mem0's ~7 ms search: 200 candidates per leg cost ~5 ms over 40 "
+         "for 0.007 of R@10 (the session lift reaches ranks 100-200), so the next step is the session's units "
+         "fetched directly; a vectorised fuse/score (~2 ms of Python for ~300 candidates); the int8 query encoder "
+         "kept only 0.935 of torch's top 10"),
     Goal("recall@10 of evidence / mem0's", "peer", ("ratios", "recall_at_10_ours_vs_mem0"), 2.0, False, X,
          "multi-hop and open-domain questions: a reranker or query expansion"),
     Goal("end-to-end recall p95 / encode+numpy floor p95", "peer", ("ratios", "ours_vs_floor_p95"), 1.5, True, X,
@@ -148,16 +148,19 @@ GOALS = (
          "the gates (~290 us of CPU per candidate, mostly detect-secrets' plugins) and the fold (~160 us per row) "
          "share two cores: a cheap pre-filter before the secret scan, then a statement-level journal trigger"),
     Goal("embedding stage / raw encode()", "embed", ("ratio_stage_vs_raw_encode",), 0.9, False, X,
-         "the writes already overlap the encoding, and the stage's first of three repeats was its slowest in each of "
-         "the last three runs (one-time costs: the model's index created, statements prepared, pages first "
-         "touched): an untimed warm-up repeat, or more repeats"),
+         "the writes already overlap the encoding (one batch in flight) and the figure follows an untimed warm-up "
+         "with the order alternating: what is left is the stage's own reads and version-guarded writes with the "
+         "HNSW index maintained on the same two cores as the model"),
     Goal("recall p95 under 16 writers + 4 readers / alone", "load", ("ratios", "recall_p95_under_load_vs_alone"), 3.0,
          True, X,
          "bounded pools, gates off the readers' path, no lock across model calls (item 4)"),
     Goal("HNSW recall@10 vs exact at 1M units", "recall", ("sizes", "1000000", "recall_at_k_vs_exact"), 0.99, False,
-         "", "a larger ef_search or m, or an exact re-rank of a wider HNSW candidate set"),
+         "", "the synthetic vectors (64 Gaussian clusters, near-random within each) are HNSW's hard case: ef_search "
+         "100-400 gave 0.42-0.64 at 1M (bench/results/full); a larger m and ef_construction at build, an exact "
+         "re-rank of a wider candidate set, or real text vectors for the curve"),
     Goal("recall p95 at 1M units", "recall", ("sizes", "1000000", "ours_ms", "p95"), 20.0, True, " ms",
-         "fewer round trips; partitioned or quantised index"),
+         "the HNSW walk itself (~34 ms of a 44 ms call at ef_search 400): a partitioned or quantised index, a "
+         "smaller ef_search once recall holds"),
     Goal("daily graph run wall time / sum of its asset times", "graph", ("ratio_wall_vs_asset_times",), 1.5, True,
          X, "one run for the whole day instead of one per asset"),
 )
