@@ -75,12 +75,12 @@ class RequestContext(NamedTuple):
 
 
 def send_request_context(conn: psycopg.Connection[Any], project: str, k: int) -> psycopg.Cursor[Any]:
-    """Send the request's first read, which sets the HNSW knobs for the project's size, generic plans and no parallel
-    workers (in pipeline mode it waits for nothing: its row comes back with the next statement's)."""
+    """Send the request's first read, which sets the HNSW knobs and the plan mode for the project's size, and no
+    parallel workers (in pipeline mode it waits for nothing: its row comes back with the next statement's)."""
     ef_floor = max(V.HNSW_EF_SEARCH, hnsw_candidates(k) * V.HNSW_OVERFETCH)
     return conn.execute(named_query("recall/request_context"), {
         **embeddings.SERVING_MODEL_PARAMS, "project": project, "ef_floor": ef_floor,
-        "ef_max": max(ef_floor, V.HNSW_EF_SEARCH_MAX)}, prepare=True)
+        "ef_max": max(ef_floor, V.HNSW_EF_SEARCH_MAX), "hnsw_min": V.HNSW_MIN_PROJECT_UNITS}, prepare=True)
 
 
 def request_context(conn: psycopg.Connection[Any], project: str, k: int) -> RequestContext:
