@@ -41,8 +41,9 @@ def test_ef_search_grows_with_the_project_between_its_bounds(mem, conn):
 
 
 def test_the_exact_path_plans_each_request_and_the_setting_ends_with_it(mem, conn):
-    """Under HNSW_MIN_PROJECT_UNITS a request plans its statement for its own project and terms (a prepared
-    statement's generic plan was 1.2x slower on LoCoMo); above, PostgreSQL decides; either is local to the request."""
+    """Under HNSW_MIN_PROJECT_UNITS a request plans its statement for its own project and terms (a generic plan
+    cannot know the project's size: a 1,000-unit project beside a 100,000-unit one ran 6x slower with it); above,
+    PostgreSQL decides; either is local to the request."""
     note(mem, "acme", "Deploy window", "Deploys happen on Tuesdays.")
     actor = authz.Actor("t", read=("acme",))
     for units, mode in ((V.HNSW_MIN_PROJECT_UNITS - 1, "force_custom_plan"), (V.HNSW_MIN_PROJECT_UNITS, "auto")):
