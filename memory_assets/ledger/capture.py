@@ -138,14 +138,10 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate,
     params = {"keys": [key], "projects": [candidate.project], "trust": V.DEFAULT_TRUST}
     # One pipeline: the capture, the fold, the outcome and the commit go to the server together and come back in
     # one round trip, so the counter row is locked from the fold to the commit only, never across a round trip or
-    # this thread's turn for the GIL. Generic plans: every statement selects by key or id, and planning the fold
-    # anew would cost more than running it. A connection keeps its generic plans until the next ANALYZE, so they
-    # are made without sequential scans: made on a small table, they read memory_units and memory_inbox whole on
-    # every write after it grew.
+    # this thread's turn for the GIL; generic plans made without sequential scans (ledger/plan_write says why).
     with tracing.span("memory.remember.fold"), conn.pipeline():
         with conn.transaction():
-            conn.execute("SELECT set_config('plan_cache_mode', 'force_generic_plan', true), "
-                         "set_config('enable_seqscan', 'off', true)")
+            conn.execute(query("ledger/plan_write"))
             old_id = superseded_id(conn, candidate.project, supersedes) if supersedes else None
             conn.execute(query("ledger/insert_inbox_row"), {"row": inbox_json(candidate)})
             fold_statements(conn, params)
