@@ -16,6 +16,7 @@ from psycopg_pool import ConnectionPool
 from memory_assets import authz, bundle, curation, database, embeddings, events, gates, lifecycle, recall, tracing
 from memory_assets import vocabulary as V
 from memory_assets.ledger import canon, capture, units
+from memory_assets.ledger.capture import Gating as Gating  # re-exported: the import passes it back
 from memory_assets.ledger.capture import RememberResult
 from memory_assets.recall import RecallResult
 from memory_assets.recall import rerank as cross_encoder
@@ -106,12 +107,18 @@ class Memory:
                 return RememberResult(status=V.MEMORY_OFF, reason=V.SWITCH_KILLED)
             return capture.remember(conn, candidate, supersedes=supersedes)
 
+    def gate_soon(self, candidates: list[gates.Candidate], *, gate_workers: int = 1) -> Gating:
+        """Start gating a batch (in `gate_workers` processes for a large one) while the batch before it is written:
+        pass the result to remember_many, which waits for its verdicts (the import overlaps its batches so)."""
+        with self.connection() as conn:
+            return capture.gate_soon(conn, candidates, gate_workers)
+
     @tracing.traced("memory.remember_many", tracing.fields("captured", "inserted", "rejected", V.MEMORY_OFF))
-    def remember_many(self, candidates: list[gates.Candidate], *, fold_now: bool = True,
+    def remember_many(self, candidates: list[gates.Candidate] | Gating, *, fold_now: bool = True,
                       gate_workers: int = 1) -> dict[str, Any]:
         """Bulk write path (imports, evaluations): every candidate gated (in `gate_workers` processes for a large
-        batch), the rest captured and (by default) folded in one transaction; with the kill switch on nothing is
-        (all counts 0, "off": True)."""
+        batch, or by gate_soon beforehand), the rest captured and (by default) folded in one transaction; with the
+        kill switch on nothing is (all counts 0, "off": True)."""
         tracing.annotate(candidates=len(candidates))
         with self.connection() as conn:
             if events.killed(conn):

@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from memory_assets import gates
 from memory_assets import vocabulary as V
-from memory_assets.api import Memory
+from memory_assets.api import Gating, Memory
 from memory_assets.cli.common import (
     EXIT_BAD_INPUT,
     emit,
@@ -95,12 +95,14 @@ class _Import:
             self.flush()
 
     def flush(self) -> None:
-        """Hand the queued candidates to the writer, once it has written the previous batch."""
+        """Start gating the queued candidates, then hand them to the writer once it has written the previous batch:
+        the gate processes work on this batch while the server folds the one before."""
         if not self.batch:
             return
         batch, self.batch = self.batch, []
+        gating = self.mem.gate_soon([c for _, c in batch], gate_workers=self.gate_workers)
         self.wait()
-        self.pending = self.writer.submit(self.write, batch)
+        self.pending = self.writer.submit(self.write, batch, gating)
 
     def wait(self) -> None:
         """Wait for the batch in flight; its error, if any, is raised here."""
@@ -116,12 +118,11 @@ class _Import:
         finally:
             self.writer.shutdown()
 
-    def write(self, batch: list[tuple[int, gates.Candidate]]) -> None:
-        """Write a batch through the bulk write path; should the database refuse it, write its candidates one by
-        one so only the refused lines are reported and the rest still imports."""
+    def write(self, batch: list[tuple[int, gates.Candidate]], gating: Gating) -> None:
+        """Write a gated batch through the bulk write path; should the database refuse it, write its candidates one
+        by one so only the refused lines are reported and the rest still imports."""
         try:
-            self.count(self.mem.remember_many([c for _, c in batch], fold_now=self.fold_now,
-                                              gate_workers=self.gate_workers))
+            self.count(self.mem.remember_many(gating, fold_now=self.fold_now))
         except (psycopg.DataError, psycopg.IntegrityError):
             for number, candidate in batch:
                 try:

@@ -6,7 +6,7 @@ import logging
 import multiprocessing
 import multiprocessing.util
 import threading
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
@@ -197,32 +197,58 @@ def shutdown_gate_pools() -> None:
         _GATE_POOLS.popitem()[1].shutdown(wait=True, cancel_futures=True)
 
 
-def gate_all(conn: psycopg.Connection[Any], candidates: list[gates.Candidate],
-             workers: int = 1) -> list[str | None]:
-    """Each candidate's rejection reason (None: it passes), in order; in `workers` processes for a large batch."""
+@dataclass(frozen=True)
+class Gating:
+    """A batch whose gates were started (in worker processes for a large batch), so that the caller can write the
+    batch before it meanwhile; remember_many takes it in place of the candidates and waits for the verdicts."""
+
+    candidates: list[gates.Candidate]
+    chunks: list[Future[list[str | None]]]
+
+    def __len__(self) -> int:
+        """How many candidates the batch holds."""
+        return len(self.candidates)
+
+    def verdicts(self) -> list[str | None]:
+        """Each candidate's rejection reason (None: it passes), in order, once every chunk is gated."""
+        return [reason for chunk in self.chunks for reason in chunk.result()]
+
+
+def gate_soon(conn: psycopg.Connection[Any], candidates: list[gates.Candidate], workers: int = 1) -> Gating:
+    """Start the gates on a batch: in `workers` processes for a large batch (this call returns at once), else here."""
     canons: dict[str, list[list[int]]] = {}
     for candidate in candidates:
         if candidate.project not in canons:
             canons[candidate.project] = canon.canon_of(conn, candidate.project)
     items = [(candidate, canons[candidate.project]) for candidate in candidates]
     if workers <= 1 or len(items) < V.GATE_PROCESS_MIN_BATCH:
+        done: Future[list[str | None]] = Future()
         with _GATING:
-            return _gate_chunk(items)
+            done.set_result(_gate_chunk(items))
+        return Gating(candidates, [done])
     size = -(-len(items) // (workers * V.GATE_CHUNKS_PER_WORKER))
-    chunks = [items[i:i + size] for i in range(0, len(items), size)]
-    return [reason for verdicts in _gate_pool(workers).map(_gate_chunk, chunks) for reason in verdicts]
+    pool = _gate_pool(workers)
+    return Gating(candidates, [pool.submit(_gate_chunk, items[i:i + size]) for i in range(0, len(items), size)])
 
 
-def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidate], *,
+def gate_all(conn: psycopg.Connection[Any], candidates: list[gates.Candidate],
+             workers: int = 1) -> list[str | None]:
+    """Each candidate's rejection reason (None: it passes), in order; in `workers` processes for a large batch."""
+    return gate_soon(conn, candidates, workers).verdicts()
+
+
+def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidate] | Gating, *,
                   fold_now: bool = True, gate_workers: int = 1) -> dict[str, Any]:
     """Bulk write path: gate every candidate first (outside any transaction, so no lock waits on a gate; in
-    `gate_workers` processes for a large batch), then count the rejections per (project, feed, reason), capture the
-    rest in the inbox and fold them in one transaction."""
+    `gate_workers` processes for a large batch, or already started by gate_soon), then count the rejections per
+    (project, feed, reason), capture the rest in the inbox and fold them in one transaction."""
     with tracing.span("memory.remember.gates", candidates=len(candidates)):
-        verdicts = gate_all(conn, candidates, gate_workers)
-    passed = [gates.without_source_text(c) for c, reason in zip(candidates, verdicts, strict=True) if not reason]
+        gating = candidates if isinstance(candidates, Gating) else gate_soon(conn, candidates, gate_workers)
+        verdicts = gating.verdicts()
+    batch = gating.candidates
+    passed = [gates.without_source_text(c) for c, reason in zip(batch, verdicts, strict=True) if not reason]
     rejections: dict[tuple[str, str, str], tuple[gates.Candidate, int]] = {}
-    for candidate, reason in zip(candidates, verdicts, strict=True):
+    for candidate, reason in zip(batch, verdicts, strict=True):
         if reason:
             key = (candidate.project, candidate.feed, reason)
             first, count = rejections.get(key, (candidate, 0))

@@ -1,6 +1,7 @@
 """The command line: bad input exits 2 with the field and limit on stderr; import reports bad lines by number."""
 
 import json
+import time
 
 from click.testing import CliRunner
 
@@ -205,3 +206,37 @@ def test_import_streams_batches_and_reports_bad_lines_across_them(clean, tmp_pat
         "line 5", f"line {V.IMPORT_BATCH + 500}", f"line {len(lines)}"]
     assert summary["rejected"] == {V.REASON_SECRET: 1}
     assert summary["captured"] == summary["inserted"] == len(lines) - 4
+
+
+def test_import_gates_the_next_batch_while_the_last_one_is_written(clean, tmp_path, monkeypatch):
+    """The gate processes start on batch k+1 before the writer has folded batch k (the import's overlap), and the
+    batches are still written in file order, so units are numbered as the lines come."""
+    from memory_assets.api import Memory
+
+    events: list[str] = []
+    real_gate_soon, real_remember_many = Memory.gate_soon, Memory.remember_many
+
+    def gate_soon(self, candidates, **kwargs):
+        events.append(f"gate {candidates[0].title}")
+        return real_gate_soon(self, candidates, **kwargs)
+
+    def remember_many(self, candidates, **kwargs):
+        events.append(f"write {candidates.candidates[0].title}")
+        time.sleep(0.5)  # a slow fold: reading the next 1,000 lines takes far less
+        counts = real_remember_many(self, candidates, **kwargs)
+        events.append(f"written {candidates.candidates[0].title}")
+        return counts
+
+    monkeypatch.setattr(Memory, "gate_soon", gate_soon)
+    monkeypatch.setattr(Memory, "remember_many", remember_many)
+    path = tmp_path / "units.jsonl"
+    path.write_text("".join(json.dumps({**GOOD, "title": f"Fact {i}", "body": f"Service {i} is up."}) + "\n"
+                            for i in range(3 * V.IMPORT_BATCH)))
+    result = run("import", str(path), "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["inserted"] == 3 * V.IMPORT_BATCH, result.output
+    first, second, third = (f"Fact {k * V.IMPORT_BATCH}" for k in range(3))
+    assert [e for e in events if e.startswith("write")] == [f"write {first}", f"write {second}", f"write {third}"]
+    assert events.index(f"gate {second}") < events.index(f"written {first}"), events
+    assert events.index(f"gate {third}") < events.index(f"written {second}"), events
+    shown = json.loads(run("show", f"{V.TOKEN_PREFIX}{V.IMPORT_BATCH + 1}", "--project", "acme", "--json").stdout)
+    assert shown["title"] == second

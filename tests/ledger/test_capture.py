@@ -429,3 +429,17 @@ def test_fold_takes_a_day_or_keys_and_folds_only_those(conn, today):
     assert conn.execute("SELECT array_agg(number ORDER BY number) FROM memory_units").fetchone()[0] == [1, 2, 3]
     with pytest.raises(TypeError):
         capture.fold(conn)
+
+
+def test_a_batch_gated_beforehand_is_judged_and_written_as_a_list_is(conn):
+    """remember_many takes gate_soon's batch in place of the candidates: the same verdicts (worker processes
+    included), the rejected secret counted and never stored, the rest inserted."""
+    rows = [gates.validate(project="acme", kind="env", type="semantic", title=f"Port {i}", body=f"Relay {i} is up.")
+            for i in range(V.GATE_PROCESS_MIN_BATCH)]
+    rows[7] = gates.validate(project="acme", kind="env", type="semantic", title="Key",
+                             body="Deploy with AKIA" + "Q3ZX7KD4LMNPW2RT.")
+    gating = capture.gate_soon(conn, rows, workers=2)
+    assert len(gating.chunks) > 1 and gating.verdicts() == capture.gate_all(conn, rows)
+    counts = capture.remember_many(conn, gating)
+    assert counts["inserted"] == len(rows) - 1 and counts["rejected"] == {V.REASON_SECRET: 1}, counts
+    assert conn.execute("SELECT count(*) FROM memory_units WHERE body LIKE '%%AKIA%%'").fetchone()[0] == 0
