@@ -75,6 +75,18 @@ def test_a_goal_reads_its_figure_and_says_by_how_much_it_is_missed():
     assert harness.read_goal(load, {"load": {"ratios": {}}}) is None
 
 
+def test_a_recall_ratio_that_no_recall_could_reach_says_so():
+    """recall@10 / mem0's >= 2 cannot be met once mem0 finds more than half of the evidence: the verdict says
+    where the ceiling lies instead of suggesting that more work would meet it."""
+    goal = next(g for g in harness.GOALS if g.ceiling)
+    results = {"peer": {"ratios": {"recall_at_10_ours_vs_mem0": 1.674}, "systems": {"mem0": {"recall_at_10": 0.5033}}}}
+    row = harness.verdict(goal, harness.read_goal(goal, results), {}, harness.read_goal(goal, results, goal.ceiling))
+    assert row["met"] is False and "caps the ratio at 1.99" in row["verdict"], row
+    reachable = {"peer": {"ratios": {"recall_at_10_ours_vs_mem0": 1.9}, "systems": {"mem0": {"recall_at_10": 0.446}}}}
+    row = harness.verdict(goal, 1.9, {}, harness.read_goal(goal, reachable, goal.ceiling))
+    assert row["verdict"] == "missed: 0.95 of the target", row
+
+
 # freshness starts `memory-assets dev` with its daemon; tests/deploy/test_topology.py runs that path already
 SKIPPED_IN_MAKE_TEST = ["freshness"]
 
