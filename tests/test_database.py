@@ -47,15 +47,15 @@ def test_every_named_query_prepares(conn, name):
 def test_the_named_query_list_is_complete_and_fragments_are_included():
     """Every .sql under sql/queries is listed (fragments, named _x, are spelled into the queries that use them)."""
     names = database.query_names()
-    assert "ledger/fold_inbox" in names and "recall/candidates" in names
+    assert "ledger/fold" in names and "recall/candidates" in names
     assert not any(name.split("/")[1].startswith("_") for name in names)
-    assert "{ledger/_unfolded_inbox}" not in database.query("ledger/link_inbox")
-    assert "i.unit_id IS NULL" in database.query("ledger/link_inbox")
+    assert "{ledger/_unfolded_inbox}" not in database.query("ledger/inbox_scope")
+    assert "i.unit_id IS NULL" in database.query("ledger/inbox_scope")
 
 
 def test_placeholders_are_spelled_from_the_vocabulary():
     """{live_statuses} in a file is the vocabulary's tuple, so the fold can never drift from the live index."""
-    assert f"WHERE status IN {database.sql_list(V.LIVE_STATUSES)}" in database.query("ledger/fold_inbox")
+    assert f"u.status IN {database.sql_list(V.RECALLABLE_STATUSES)}" in database.query("recall/candidates")
     assert database.SPELLINGS["token_prefix"] == f"'{V.TOKEN_PREFIX}'"
 
 

@@ -93,20 +93,10 @@ def fold(conn: psycopg.Connection[Any], *, day: date | None = None, keys: list[s
         if not projects:
             return {"inserted": 0, "linked": 0, "forgotten": 0, "projects": 0}
         params["projects"] = projects
-        inserted, linked, buried = (cursor.rowcount for cursor in fold_statements(conn, params))
+        inserted, linked, buried = one(conn.execute(query("ledger/fold"), params))
     log.info("folded inbox day=%s projects=%d inserted=%d sources=%d forgotten=%d", day, len(projects), inserted,
              linked, buried)
     return {"inserted": inserted, "linked": linked, "forgotten": buried, "projects": len(projects)}
-
-
-def fold_statements(conn: psycopg.Connection[Any], params: dict[str, Any]) -> list[psycopg.Cursor[Any]]:
-    """The fold's statements in one transaction (the caller's): give new projects their counter rows, lock the
-    counters (held to commit: numbers stay gap-free), insert new content, link every row as a source, bury
-    forgotten content; the cursors of the last three, whose row counts say what happened."""
-    conn.execute(query("ledger/register_projects"), params)
-    conn.execute(query("ledger/lock_projects"), params)
-    return [conn.execute(query(name), params) for name in ("ledger/fold_inbox", "ledger/link_inbox",
-                                                            "ledger/bury_inbox")]
 
 
 def inbox_json(candidate: gates.Candidate) -> Jsonb:
@@ -134,18 +124,14 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate,
             record_rejection(conn, candidate, reason)
         return RememberResult(status=V.OUTCOME_REJECTED, reason=reason)
     candidate = gates.without_source_text(candidate)
-    key = candidate.idempotency_key
-    params = {"keys": [key], "projects": [candidate.project], "trust": V.DEFAULT_TRUST}
-    # One pipeline: the capture, the fold, the outcome and the commit go to the server together and come back in
-    # one round trip, so the counter row is locked from the fold to the commit only, never across a round trip or
-    # this thread's turn for the GIL; generic plans made without sequential scans (ledger/plan_write says why).
+    # One pipeline: the capture and fold (one server-side function, sql/018_fold_functions.sql), the outcome and the
+    # commit go to the server together and come back in one round trip, so the counter row is locked from the fold
+    # to the commit only, never across a round trip or this thread's turn for the GIL.
     with tracing.span("memory.remember.fold"), conn.pipeline():
         with conn.transaction():
-            conn.execute(query("ledger/plan_write"))
             old_id = superseded_id(conn, candidate.project, supersedes) if supersedes else None
-            conn.execute(query("ledger/insert_inbox_row"), {"row": inbox_json(candidate)})
-            fold_statements(conn, params)
-            remembered = conn.execute(query("ledger/remembered"), {"key": key})
+            remembered = conn.execute(query("ledger/remember"), {"row": inbox_json(candidate),
+                                                                 "trust": V.DEFAULT_TRUST})
             row = one(remembered) if old_id is not None else None  # a supersession needs the unit inside
             if row is not None and row[0] != V.INBOX_FORGOTTEN:
                 lifecycle.supersede(conn, row[1], old_id, actor=candidate.persona or candidate.feed)

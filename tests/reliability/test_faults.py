@@ -379,8 +379,7 @@ STEPS = ("import sys\n"
          "print('done', flush=True)\n")
 
 # The statements that write inside each step's transactions (named queries start with their comment line).
-WRITES = {"ledger": ["ledger/register_projects", "ledger/lock_projects", "ledger/fold_inbox", "ledger/link_inbox",
-                     "ledger/bury_inbox"],
+WRITES = {"ledger": ["ledger/fold"],
           "embeddings": ["embeddings/write_vector"]}
 
 
