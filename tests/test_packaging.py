@@ -53,8 +53,8 @@ def test_the_wheel_installs_no_generic_top_level_name(installed):
     top_level = {p.name for p in installed.iterdir() if not p.name.endswith((".dist-info", ".data"))} - {"bin"}
     assert top_level == {"memory_assets"}
     packaged = {p.relative_to(installed / "memory_assets").as_posix() for p in (installed / "memory_assets").rglob("*")}
-    assert {"resources/postgres.py", "sql/001_ledger.sql", "sql/queries/ledger/fold.sql", "sql/018_fold_functions.sql", "dg.toml",
-            "demo/demo_units.jsonl", "py.typed"} <= packaged
+    assert {"resources/postgres.py", "sql/001_ledger.sql", "sql/018_fold_functions.sql", "sql/queries/ledger/fold.sql",
+            "dg.toml", "demo/demo_units.jsonl", "py.typed"} <= packaged
     source = {p.relative_to(REPO / "memory_assets").as_posix() for p in (REPO / "memory_assets").rglob("*.py")
               if "__pycache__" not in p.parts}
     source |= {f"resources/{p.name}" for p in (REPO / "resources").glob("*.py")}
