@@ -172,14 +172,14 @@ GOALS = (
 )
 
 
-def read_goal(goal: Goal, results: dict[str, dict], path: tuple[str, ...] = ()) -> float | None:
+def read_goal(goal: Goal, results: dict[str, dict], path: tuple[str, ...] | None = None) -> float | None:
     """The goal's measured value (or the figure at `path`) from its part's JSON, or None when that part did not
     measure it."""
     data = results.get(goal.part)
     if not data:
         return None
     value: object = data
-    for key in path or goal.path:
+    for key in goal.path if path is None else path:
         if not isinstance(value, dict) or key not in value:
             return None
         value = value[key]

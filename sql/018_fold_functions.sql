@@ -1,4 +1,4 @@
--- The fold as server-side functions. remember() sent nine statements per write in one pipeline (~80 us of
+-- The fold as server-side functions. remember() sent eight statements per write in one pipeline (~80 us of
 -- psycopg's client time each, ~1.3 ms of server time with the commit); as one function call it is one statement
 -- whose plans the server keeps per session (~0.9 ms with the commit). memory_fold is the one fold: the ledger asset
 -- and remember_many call it for a day's or a batch's keys, memory_remember for one captured candidate.
@@ -8,10 +8,17 @@
 -- Fold the unfolded inbox rows with the idempotency keys fold_keys (of the projects fold_projects) into the ledger:
 -- new content becomes units numbered after the project's counter, every row becomes a source of the live unit
 -- with its content, and content that was forgotten is never inserted again (its rows are linked to the tombstone,
--- their text blanked). Returns how many units were inserted, sources linked and rows buried.
+-- their text blanked). Returns how many units were inserted, sources linked and rows buried. Generic plans, made
+-- without sequential scans: a session keeps its plans of this function until the next ANALYZE, whichever caller
+-- made them (remember() and a bulk fold share them on a pooled connection), and plans made on small tables would
+-- read whole tables on every write once they grew; every statement here selects by key or id, so an index plan is
+-- right for one key and for a day's.
 CREATE OR REPLACE FUNCTION memory_fold(fold_keys text[], fold_projects text[], fold_trust real,
                                        OUT units_inserted bigint, OUT sources_linked bigint, OUT rows_buried bigint)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+AS $$
 BEGIN
     -- every new project gets its counter row (unit numbers start after last_number); then the counter rows are
     -- locked to commit, in name order so concurrent folds never deadlock: numbers stay gap-free
@@ -103,9 +110,7 @@ END $$;
 
 -- Capture one gated candidate (a JSON object of the inbox columns; a replayed idempotency key is a no-op), fold it,
 -- and say what became of it: its inbox outcome, its unit's id, number and status, and whether it was folded before
--- this transaction (a replay: the row's version is not this transaction's). Generic plans: every statement selects
--- by key or id, and planning them anew would cost more than running them; no sequential scans: a session keeps its
--- plans until the next ANALYZE, and plans made on small tables would read whole tables once they grew.
+-- this transaction (a replay: the row's version is not this transaction's). Planned as memory_fold is.
 CREATE OR REPLACE FUNCTION memory_remember(candidate jsonb, fold_trust real)
 RETURNS TABLE (outcome text, unit_id uuid, number bigint, status text, replayed boolean)
 LANGUAGE plpgsql

@@ -75,8 +75,8 @@ def remember(project: str | None, kind: str | None, type_: str | None, title: st
 
 class _Import:
     """The running totals of one import, its candidates written in batches by one writer thread while the next
-    batch is read and validated (at most one batch in flight, so memory stays bounded); each batch is gated in as
-    many processes as the machine has cores."""
+    batch is read, validated and gated (at most one batch being written and one being gated, so memory stays
+    bounded); each batch is gated in as many processes as the machine has cores."""
 
     def __init__(self, mem: Memory, fold_now: bool) -> None:
         self.mem = mem

@@ -6,6 +6,7 @@ import logging
 import multiprocessing
 import multiprocessing.util
 import threading
+import weakref
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import date
@@ -124,11 +125,14 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate,
             record_rejection(conn, candidate, reason)
         return RememberResult(status=V.OUTCOME_REJECTED, reason=reason)
     candidate = gates.without_source_text(candidate)
-    # One pipeline: the capture and fold (one server-side function, sql/018_fold_functions.sql), the outcome and the
-    # commit go to the server together and come back in one round trip, so the counter row is locked from the fold
-    # to the commit only, never across a round trip or this thread's turn for the GIL.
+    # One pipeline: the capture and fold with its outcome (one server-side function, sql/018_fold_functions.sql)
+    # and the commit go to the server together and come back in one round trip, so the counter row is locked from
+    # the fold to the commit only, never across a round trip or this thread's turn for the GIL. A supersession adds
+    # statements of its own, planned as the function's are (ledger/plan_write says why).
     with tracing.span("memory.remember.fold"), conn.pipeline():
         with conn.transaction():
+            if supersedes:
+                conn.execute(query("ledger/plan_write"))
             old_id = superseded_id(conn, candidate.project, supersedes) if supersedes else None
             remembered = conn.execute(query("ledger/remember"), {"row": inbox_json(candidate),
                                                                  "trust": V.DEFAULT_TRUST})
@@ -183,13 +187,14 @@ def shutdown_gate_pools() -> None:
         _GATE_POOLS.popitem()[1].shutdown(wait=True, cancel_futures=True)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Gating:
     """A batch whose gates were started (in worker processes for a large batch), so that the caller can write the
-    batch before it meanwhile; remember_many takes it in place of the candidates and waits for the verdicts."""
+    batch before it meanwhile; remember_many takes it in place of the candidates, once, and waits for the verdicts.
+    Only gate_soon makes one that remember_many accepts: its candidates are a copy the caller cannot change."""
 
-    candidates: list[gates.Candidate]
-    chunks: list[Future[list[str | None]]]
+    candidates: tuple[gates.Candidate, ...]
+    chunks: tuple[Future[list[str | None]], ...]
 
     def __len__(self) -> int:
         """How many candidates the batch holds."""
@@ -200,36 +205,52 @@ class Gating:
         return [reason for chunk in self.chunks for reason in chunk.result()]
 
 
+# The gatings gate_soon made and remember_many has not taken yet: a Gating built anywhere else, or taken twice, is
+# refused, so no candidate reaches the inbox with a verdict that the gates did not give it.
+_ISSUED: weakref.WeakSet[Gating] = weakref.WeakSet()
+_ISSUED_LOCK = threading.Lock()
+
+
 def gate_soon(conn: psycopg.Connection[Any], candidates: list[gates.Candidate], workers: int = 1) -> Gating:
     """Start the gates on a batch: in `workers` processes for a large batch (this call returns at once), else here."""
+    batch = tuple(candidates)
     canons: dict[str, list[list[int]]] = {}
-    for candidate in candidates:
+    for candidate in batch:
         if candidate.project not in canons:
             canons[candidate.project] = canon.canon_of(conn, candidate.project)
-    items = [(candidate, canons[candidate.project]) for candidate in candidates]
+    items = [(candidate, canons[candidate.project]) for candidate in batch]
     if workers <= 1 or len(items) < V.GATE_PROCESS_MIN_BATCH:
         done: Future[list[str | None]] = Future()
         with _GATING:
             done.set_result(_gate_chunk(items))
-        return Gating(candidates, [done])
-    size = -(-len(items) // (workers * V.GATE_CHUNKS_PER_WORKER))
-    pool = _gate_pool(workers)
-    return Gating(candidates, [pool.submit(_gate_chunk, items[i:i + size]) for i in range(0, len(items), size)])
+        chunks: tuple[Future[list[str | None]], ...] = (done,)
+    else:
+        size = -(-len(items) // (workers * V.GATE_CHUNKS_PER_WORKER))
+        pool = _gate_pool(workers)
+        chunks = tuple(pool.submit(_gate_chunk, items[i:i + size]) for i in range(0, len(items), size))
+    gating = Gating(batch, chunks)
+    with _ISSUED_LOCK:
+        _ISSUED.add(gating)
+    return gating
 
 
-def gate_all(conn: psycopg.Connection[Any], candidates: list[gates.Candidate],
-             workers: int = 1) -> list[str | None]:
-    """Each candidate's rejection reason (None: it passes), in order; in `workers` processes for a large batch."""
-    return gate_soon(conn, candidates, workers).verdicts()
+def taken(gating: Gating) -> Gating:
+    """The gating, once: refused (TypeError) when gate_soon did not make it or remember_many took it already."""
+    with _ISSUED_LOCK:
+        if gating not in _ISSUED:
+            raise TypeError("remember_many: a Gating comes from gate_soon and is written once")
+        _ISSUED.discard(gating)
+    return gating
 
 
 def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidate] | Gating, *,
                   fold_now: bool = True, gate_workers: int = 1) -> dict[str, Any]:
     """Bulk write path: gate every candidate first (outside any transaction, so no lock waits on a gate; in
-    `gate_workers` processes for a large batch, or already started by gate_soon), then count the rejections per
-    (project, feed, reason), capture the rest in the inbox and fold them in one transaction."""
+    `gate_workers` processes for a large batch, or already started by gate_soon, whose workers then count), then
+    count the rejections per (project, feed, reason), capture the rest in the inbox and fold them in one
+    transaction."""
     with tracing.span("memory.remember.gates", candidates=len(candidates)):
-        gating = candidates if isinstance(candidates, Gating) else gate_soon(conn, candidates, gate_workers)
+        gating = taken(candidates) if isinstance(candidates, Gating) else gate_soon(conn, candidates, gate_workers)
         verdicts = gating.verdicts()
     batch = gating.candidates
     passed = [gates.without_source_text(c) for c, reason in zip(batch, verdicts, strict=True) if not reason]
