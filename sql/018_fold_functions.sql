@@ -5,29 +5,40 @@
 -- The statuses, outcomes, visibilities and column lists below are the vocabulary's (memory_assets/vocabulary.py);
 -- tests/ledger/test_capture.py reads these definitions back and checks them against it.
 
--- Fold the unfolded inbox rows with the idempotency keys fold_keys (of the projects fold_projects) into the ledger:
--- new content becomes units numbered after the project's counter, every row becomes a source of the live unit
--- with its content, and content that was forgotten is never inserted again (its rows are linked to the tombstone,
--- their text blanked). Returns how many units were inserted, sources linked and rows buried. Generic plans, made
+-- Fold the unfolded inbox rows with the idempotency keys fold_keys into the ledger: new content becomes units
+-- numbered after the project's counter, every row becomes a source of the live unit with its content, and content
+-- that was forgotten is never inserted again (its rows are linked to the tombstone, their text blanked). Returns
+-- how many projects were folded, units inserted, sources linked and rows buried. Generic plans, made
 -- without sequential scans: a session keeps its plans of this function until the next ANALYZE, whichever caller
 -- made them (remember() and a bulk fold share them on a pooled connection), and plans made on small tables would
 -- read whole tables on every write once they grew; every statement here selects by key or id, so an index plan is
 -- right for one key and for a day's.
-CREATE OR REPLACE FUNCTION memory_fold(fold_keys text[], fold_projects text[], fold_trust real,
+CREATE OR REPLACE FUNCTION memory_fold(fold_keys text[], fold_trust real, OUT projects_folded integer,
                                        OUT units_inserted bigint, OUT sources_linked bigint, OUT rows_buried bigint)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 AS $$
+DECLARE
+    fold_projects text[];
 BEGIN
-    -- every new project gets its counter row (unit numbers start after last_number); then the counter rows are
-    -- locked to commit, in name order so concurrent folds never deadlock: numbers stay gap-free
-    INSERT INTO memory_projects (project) SELECT unnest(fold_projects) ON CONFLICT (project) DO NOTHING;
-    PERFORM 1 FROM memory_projects WHERE project = ANY (fold_projects) ORDER BY project FOR UPDATE;
-
     -- "Unfolded" is spelled coalesce(unit_id IS NULL, false) so that no plan can use the partial index of unfolded
     -- rows (memory_inbox_unfolded_day): each fold leaves a dead entry there until vacuum, and a plan that filtered
     -- the keys over it slowed every remember() with the store's write history (16 ms at 30k units written).
+    SELECT coalesce(array_agg(DISTINCT i.project ORDER BY i.project), '{}') INTO fold_projects
+    FROM memory_inbox i
+    WHERE coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys);
+    projects_folded := cardinality(fold_projects);
+    IF projects_folded = 0 THEN
+        units_inserted := 0; sources_linked := 0; rows_buried := 0;
+        RETURN;
+    END IF;
+    -- every new project gets its counter row (unit numbers start after last_number); then the counter rows are
+    -- locked to commit, in name order so concurrent folds never deadlock: numbers stay gap-free. Each statement
+    -- below folds only rows of these projects: a row of another project captured meanwhile waits for its own fold.
+    INSERT INTO memory_projects (project) SELECT unnest(fold_projects) ON CONFLICT (project) DO NOTHING;
+    PERFORM 1 FROM memory_projects WHERE project = ANY (fold_projects) ORDER BY project FOR UPDATE;
+
     -- The two content probes (an OR of the statuses scanned the whole project) are subplans run per inbox row with
     -- the row's key as their index condition: OFFSET 0 keeps them from becoming anti-joins, which a plan made on
     -- small tables ran as one read of every live (and every forgotten) unit of the store per write.
@@ -126,7 +137,7 @@ BEGIN
            feed, task_id, session_id, persona, model, observed_sha, source_ref, visibility, status, content_hash
     FROM jsonb_populate_record(NULL::memory_inbox, candidate)
     ON CONFLICT (idempotency_key) DO NOTHING;
-    PERFORM memory_fold(ARRAY[candidate ->> 'idempotency_key'], ARRAY[candidate ->> 'project'], fold_trust);
+    PERFORM memory_fold(ARRAY[candidate ->> 'idempotency_key'], fold_trust);
     RETURN QUERY
         SELECT i.outcome, i.unit_id, u.number, u.status, i.xmin <> pg_current_xact_id()::xid
         FROM memory_inbox i

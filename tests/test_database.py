@@ -49,8 +49,8 @@ def test_the_named_query_list_is_complete_and_fragments_are_included():
     names = database.query_names()
     assert "ledger/fold" in names and "recall/candidates" in names
     assert not any(name.split("/")[1].startswith("_") for name in names)
-    assert "{ledger/_unfolded_inbox}" not in database.query("ledger/inbox_scope")
-    assert "i.unit_id IS NULL" in database.query("ledger/inbox_scope")
+    assert "{recall/_unit_filters}" not in database.query("recall/candidates")
+    assert "u.private_to IS NULL" in database.query("recall/candidates")
 
 
 def test_placeholders_are_spelled_from_the_vocabulary():

@@ -89,15 +89,12 @@ def fold(conn: psycopg.Connection[Any], *, day: date | None = None, keys: list[s
     with conn.transaction():
         if keys is None:
             keys = [row[0] for row in conn.execute(query("ledger/unfolded_keys"), {"day": day})]
-        params: dict[str, Any] = {"keys": keys, "trust": V.DEFAULT_TRUST}
-        projects = [row[0] for row in conn.execute(query("ledger/inbox_scope"), params).fetchall()]
-        if not projects:
-            return {"inserted": 0, "linked": 0, "forgotten": 0, "projects": 0}
-        params["projects"] = projects
-        inserted, linked, buried = one(conn.execute(query("ledger/fold"), params))
-    log.info("folded inbox day=%s projects=%d inserted=%d sources=%d forgotten=%d", day, len(projects), inserted,
-             linked, buried)
-    return {"inserted": inserted, "linked": linked, "forgotten": buried, "projects": len(projects)}
+        projects, inserted, linked, buried = one(conn.execute(query("ledger/fold"),
+                                                              {"keys": keys, "trust": V.DEFAULT_TRUST}))
+    if projects:
+        log.info("folded inbox day=%s projects=%d inserted=%d sources=%d forgotten=%d", day, projects, inserted,
+                 linked, buried)
+    return {"inserted": inserted, "linked": linked, "forgotten": buried, "projects": projects}
 
 
 def inbox_json(candidate: gates.Candidate) -> Jsonb:

@@ -213,7 +213,7 @@ def test_the_fold_functions_speak_the_vocabulary(conn):
     live = f"status IN {database.sql_list(V.LIVE_STATUSES)}"
     assert fold.count(live) == 3 and fold.count(f"status = '{V.STATUS_FORGOTTEN}'") == 2, fold
     assert not any(f"'{s}'" in fold.replace(live, "") for s in V.LIVE_STATUSES), fold  # no other spelling of them
-    assert fold.count("coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)") == 3, fold
+    assert fold.count("coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)") == 4, fold
     for outcome in (V.INBOX_INSERTED, V.INBOX_DUPLICATE, V.INBOX_FORGOTTEN):
         assert f"'{outcome}'" in fold, outcome
     assert f"visibility = '{V.VISIBILITY_PRIVATE}'" in fold and f"'{V.TOKEN_PREFIX}' || number" in fold
