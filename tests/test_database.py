@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg_pool import ConnectionPool
 
 from memory_assets import database
 from memory_assets import vocabulary as V
@@ -131,6 +132,38 @@ def test_the_lock_files_of_a_crashed_postmaster_are_found(tmp_path):
     assert database.postmaster_pid(tmp_path) == 4242
     assert database.lock_files(tmp_path) == [tmp_path / ".s.PGSQL.5432.lock", tmp_path / "postmaster.pid"]
     assert database.lock_files(tmp_path / "missing") == [] and database.postmaster_pid(tmp_path / "x") is None
+
+
+def test_the_pool_asks_the_server_only_about_a_connection_that_is_not_quiet(clean, monkeypatch):
+    """A healthy idle connection is handed out without a round trip; one with anything waiting to be read (here a
+    notification, as a terminated one has its error) is asked first, and what waited is read, not left for the
+    request."""
+    asked = []
+    check = ConnectionPool.check_connection
+    counted = staticmethod(lambda conn: asked.append(conn) or check(conn))
+    monkeypatch.setattr(ConnectionPool, "check_connection", counted)
+    pool = database.open_pool(clean, max_size=1)
+    try:
+        for _ in range(5):
+            with pool.connection() as conn:
+                backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        assert asked == []
+        with pool.connection() as conn:
+            conn.execute("LISTEN pool_check")
+        with psycopg.connect(clean, autocommit=True) as other:
+            other.execute("NOTIFY pool_check")
+        deadline = time.monotonic() + 5
+        while database.quiet(conn):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        with pool.connection() as conn:
+            assert conn.execute("SELECT pg_backend_pid()").fetchone()[0] == backend  # asked, and kept
+        assert len(asked) == 1
+        with pool.connection() as conn:
+            pass
+        assert len(asked) == 1  # the notification was read by the check: quiet again
+    finally:
+        pool.close()
 
 
 def test_the_pool_replaces_connections_the_server_dropped(clean):
