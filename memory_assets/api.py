@@ -103,9 +103,10 @@ class Memory:
             )
         tracing.annotate(project=candidate.project, feed=candidate.feed, kind=candidate.kind, type=candidate.type)
         with self.connection() as conn:
-            if events.killed(conn):
+            killed, canon_chunks = canon.write_context(conn, candidate.project)
+            if killed:
                 return RememberResult(status=V.MEMORY_OFF, reason=V.SWITCH_KILLED)
-            return capture.remember(conn, candidate, supersedes=supersedes)
+            return capture.remember(conn, candidate, supersedes=supersedes, canon_chunks=canon_chunks)
 
     def gate_soon(self, candidates: list[gates.Candidate], *, gate_workers: int = 1) -> Gating:
         """Start gating a batch (in `gate_workers` processes for a large one) while the batch before it is written:

@@ -8,12 +8,19 @@ import psycopg
 
 from memory_assets import gates
 from memory_assets import vocabulary as V
+from memory_assets.database import query
 
 
 def canon_of(conn: psycopg.Connection[Any], project: str) -> list[list[int]]:
     """The project's registered canon chunks as token-hash sets."""
     rows = conn.execute("SELECT token_hashes FROM memory_canon WHERE project = %s", (project,)).fetchall()
     return [row[0] for row in rows]
+
+
+def write_context(conn: psycopg.Connection[Any], project: str) -> tuple[bool, list[list[int]]]:
+    """Whether the kill switch is on and the project's canon chunks, read in one round trip before a write."""
+    rows = conn.execute(query("ledger/write_context"), {"project": project}, prepare=True).fetchall()
+    return rows[0][0], [row[1] for row in rows if row[1] is not None]
 
 
 def register_canon(conn: psycopg.Connection[Any], project: str, path: str, text: str) -> int:

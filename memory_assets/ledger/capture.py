@@ -105,16 +105,18 @@ def inbox_json(candidate: gates.Candidate) -> Jsonb:
     return Jsonb(row)
 
 
-def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate,
-             supersedes: str | None = None) -> RememberResult:
+def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersedes: str | None = None,
+             canon_chunks: list[list[int]] | None = None) -> RememberResult:
     """The public write path for one candidate: gates, then inbox, then fold; rejected text is never stored.
 
     With `supersedes` (a token), the new unit replaces that one in the same transaction. The gates run before the
-    transaction opens, so a slow gate never holds a lock.
+    transaction opens, so a slow gate never holds a lock. `canon_chunks` is the project's canon when the caller
+    read it already (Memory.remember reads it with the kill switch).
     """
     supersedes = supersedes_token(supersedes)
     with tracing.span("memory.remember.gates"):
-        canon_chunks = canon.canon_of(conn, candidate.project)
+        if canon_chunks is None:
+            canon_chunks = canon.canon_of(conn, candidate.project)
         with _GATING:
             reason = gates.gate(candidate, canon_chunks)
     if reason:
@@ -122,27 +124,34 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate,
             record_rejection(conn, candidate, reason)
         return RememberResult(status=V.OUTCOME_REJECTED, reason=reason)
     candidate = gates.without_source_text(candidate)
-    # One pipeline: the capture and fold with its outcome (one server-side function, sql/018_fold_functions.sql)
-    # and the commit go to the server together and come back in one round trip, so the counter row is locked from
-    # the fold to the commit only, never across a round trip or this thread's turn for the GIL. A supersession adds
-    # statements of its own, planned as the function's are (ledger/plan_write says why).
-    with tracing.span("memory.remember.fold"), conn.pipeline():
-        with conn.transaction():
-            if supersedes:
-                conn.execute(query("ledger/plan_write"))
-            old_id = superseded_id(conn, candidate.project, supersedes) if supersedes else None
-            remembered = conn.execute(query("ledger/remember"), {"row": inbox_json(candidate),
-                                                                 "trust": V.DEFAULT_TRUST})
-            row = one(remembered) if old_id is not None else None  # a supersession needs the unit inside
-            if row is not None and row[0] != V.INBOX_FORGOTTEN:
-                lifecycle.supersede(conn, row[1], old_id, actor=candidate.persona or candidate.feed)
-        outcome, unit_id, number, status, replayed = row if row is not None else one(remembered)
+    with tracing.span("memory.remember.fold"):
+        row = superseding(conn, candidate, supersedes) if supersedes else None
+        if row is None:
+            # the capture and fold as one statement (a server-side function, sql/018_fold_functions.sql), which is
+            # its own transaction on an autocommit connection: one round trip, and the counter row is locked from
+            # the fold to the commit only, never across a round trip or this thread's turn for the GIL
+            row = one(conn.execute(query("ledger/remember"), {"row": inbox_json(candidate),
+                                                              "trust": V.DEFAULT_TRUST}, prepare=True))
+    outcome, unit_id, number, status, replayed = row
     if outcome == V.INBOX_FORGOTTEN:
         with conn.transaction():
             record_rejection(conn, candidate, V.REASON_FORGOTTEN)
         return RememberResult(status=V.OUTCOME_REJECTED, reason=V.REASON_FORGOTTEN)
     status = V.OUTCOME_DUPLICATE if (outcome == V.INBOX_DUPLICATE or replayed) else status
     return RememberResult(status=status, token=tokens.token_of(number), unit_id=str(unit_id))
+
+
+def superseding(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersedes: str) -> tuple[Any, ...]:
+    """Capture and fold a candidate that replaces the unit `supersedes` names, in one transaction sent as one
+    pipeline (one round trip); its statements outside the function are planned as the function's are
+    (ledger/plan_write says why). The fold's row: outcome, unit id, number, status, replayed."""
+    with conn.pipeline(), conn.transaction():
+        conn.execute(query("ledger/plan_write"))
+        old_id = superseded_id(conn, candidate.project, supersedes)
+        row = one(conn.execute(query("ledger/remember"), {"row": inbox_json(candidate), "trust": V.DEFAULT_TRUST}))
+        if row[0] != V.INBOX_FORGOTTEN:
+            lifecycle.supersede(conn, row[1], old_id, actor=candidate.persona or candidate.feed)
+    return tuple(row)
 
 
 def superseded_id(conn: psycopg.Connection[Any], project: str, token: str) -> Any:

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 import memory_assets
-from memory_assets import authz, database, gates, quality
+from memory_assets import authz, database, gates, quality, tokens
 from memory_assets import vocabulary as V
 from memory_assets.ledger import capture
 from tests.cases import EXCLUSION_CASES, SECRETS
@@ -205,21 +205,85 @@ def test_named_queries_spell_the_live_statuses_from_the_vocabulary():
 
 
 def test_the_fold_functions_speak_the_vocabulary(conn):
-    """memory_fold and memory_remember (sql/018) spell statuses, outcomes, visibilities, the token prefix and the
-    column lists as literals: read back from the database, they are the vocabulary's, so the fold's probes and its
-    ON CONFLICT match the live-content index and the captured columns match the inbox's."""
-    fold, remember = (conn.execute(f"SELECT pg_get_functiondef('{name}'::regproc)").fetchone()[0]
+    """memory_fold (sql/018) and memory_remember (sql/019) spell statuses, outcomes, visibilities, the token prefix
+    and the column lists as literals: read back from the database, they are the vocabulary's, so the probes and the
+    ON CONFLICT match the live-content index, the captured columns match the inbox's, and the one-row fold writes a
+    unit and a source exactly as the set-based one does."""
+    fold, remember = (" ".join(conn.execute(f"SELECT pg_get_functiondef('{name}'::regproc)").fetchone()[0].split())
                       for name in ("memory_fold", "memory_remember"))
     live = f"status IN {database.sql_list(V.LIVE_STATUSES)}"
-    assert fold.count(live) == 3 and fold.count(f"status = '{V.STATUS_FORGOTTEN}'") == 2, fold
-    assert not any(f"'{s}'" in fold.replace(live, "") for s in V.LIVE_STATUSES), fold  # no other spelling of them
+    forgotten = f"status = '{V.STATUS_FORGOTTEN}'"
+    for body, lives, forgottens in ((fold, 3, 2), (remember, 3, 1)):
+        assert body.count(live) == lives and body.count(forgotten) == forgottens, body
+        assert not any(f"'{s}'" in body.replace(live, "") for s in V.LIVE_STATUSES), body  # no other spelling
+        for outcome in (V.INBOX_INSERTED, V.INBOX_DUPLICATE, V.INBOX_FORGOTTEN):
+            assert f"'{outcome}'" in body, outcome
+        assert f"visibility = '{V.VISIBILITY_PRIVATE}'" in body and f"'{V.TOKEN_PREFIX}' ||" in body
+        assert body.count(f"project, {', '.join(V.PROVENANCE_FIELDS)},") == 2, body  # a source's columns
     assert fold.count("coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)") == 4, fold
-    for outcome in (V.INBOX_INSERTED, V.INBOX_DUPLICATE, V.INBOX_FORGOTTEN):
-        assert f"'{outcome}'" in fold, outcome
-    assert f"visibility = '{V.VISIBILITY_PRIVATE}'" in fold and f"'{V.TOKEN_PREFIX}' || number" in fold
-    assert " ".join(fold.split()).count(f"project, {', '.join(V.PROVENANCE_FIELDS)},") == 2, fold  # a source's
     columns = ", ".join(V.INBOX_COLUMNS)
-    assert " ".join(remember.split()).count(columns) == 2, remember  # inserted and selected: the same list
+    assert remember.count(columns) == 2, remember  # inserted and selected: the same list
+
+    def between(body: str, start: str, end: str) -> str:
+        return body[body.index(start):body.index(end, body.index(start))]
+
+    for start, end in (("INSERT INTO memory_units", " FROM "), ("INSERT INTO memory_sources", " FROM linked")):
+        assert between(fold, start, end) == between(remember, start, end), start
+
+
+def ledger_of(conn, project: str) -> dict[str, list[tuple]]:
+    """What a project's writes left in every table they touch, without ids or times: units, sources, inbox rows,
+    the ledger's audit rows and the counter."""
+    reads = {
+        "units": "SELECT number, kind, title, body, status, trust, private_to, created_by, updated_by, "
+                 "valid_from = created_at, origin_inbox_id IS NOT NULL FROM memory_units WHERE project = %(p)s "
+                 "ORDER BY number",
+        "sources": "SELECT u.number, s.feed, s.task_id, s.session_id, s.persona, s.visibility, "
+                   "s.created_at = i.received_at FROM memory_sources s JOIN memory_units u ON u.id = s.unit_id "
+                   "JOIN memory_inbox i ON i.id = s.inbox_id WHERE s.project = %(p)s ORDER BY s.id",
+        "inbox": "SELECT i.outcome, u.number, i.title, i.body, i.paths, i.keywords, i.folded_at IS NOT NULL, "
+                 "u.origin_inbox_id = i.id FROM memory_inbox i LEFT JOIN memory_units u ON u.id = i.unit_id "
+                 "WHERE i.project = %(p)s ORDER BY i.id",
+        "audit": "SELECT actor, action, details FROM audit_log WHERE project = %(p)s AND actor = 'ledger' ORDER BY id",
+        "counter": "SELECT last_number FROM memory_projects WHERE project = %(p)s",
+    }
+    return {name: conn.execute(sql, {"p": project}).fetchall() for name, sql in reads.items()}
+
+
+def test_the_one_row_fold_leaves_what_the_set_based_fold_leaves(mem, conn):
+    """remember() folds its row with memory_remember's single-row statements, remember_many with memory_fold: the
+    same candidates (new, a duplicate that widens a private unit's audience, a replay, forgotten content, a row
+    captured unfolded and written again) leave the same units, numbers, sources, inbox rows, audit and counter."""
+    def candidates(project: str) -> list[gates.Candidate]:
+        fact = {**FACT, "project": project}
+        return [gates.validate(**fact, persona="ana", session_id="S-1", visibility="private"),
+                gates.validate(**fact, persona="bo", session_id="S-2", task_id="T-2"),
+                gates.validate(**fact, persona="bo", session_id="S-2", task_id="T-2"),
+                gates.validate(**{**fact, "title": "Port", "body": "The relay listens on 8000."}, task_id="T-3",
+                               keywords=["relay"], paths=["docs/relay.md"])]
+
+    def written(project: str, write) -> None:
+        rows = candidates(project)
+        for candidate in rows:
+            write(candidate)
+        gone = conn.execute("SELECT number FROM memory_units WHERE project = %s AND title = 'Port'",
+                            (project,)).fetchone()[0]
+        mem.forget(project, tokens.token_of(gone), authz.Actor.for_project(project, "alice", forget=True))
+        write(rows[3])  # a replay of the forgotten unit's own row
+        write(dataclasses.replace(rows[3], task_id="T-6"))  # the same content from another task: forgotten
+        write(gates.validate(**{**FACT, "project": project, "title": "Port"}, task_id="T-4"))
+        late = gates.validate(**{**FACT, "project": project, "title": "Vendor"}, task_id="T-5")
+        capture.remember_many(conn, [late], fold_now=False)
+        write(late)  # captured unfolded, folded when written again
+
+    written("one-row", lambda c: capture.remember(conn, c))
+    written("set-based", lambda c: capture.remember_many(conn, [c]))
+    one_row, set_based = ledger_of(conn, "one-row"), ledger_of(conn, "set-based")
+    assert one_row == set_based
+    assert [outcome for outcome, *_ in one_row["inbox"]] == [V.INBOX_INSERTED, V.INBOX_DUPLICATE, V.INBOX_INSERTED,
+                                                            V.INBOX_FORGOTTEN, V.INBOX_INSERTED, V.INBOX_INSERTED]
+    assert one_row["inbox"][3][2:6] == ("", "", [], [])  # the forgotten content's text never stays
+    assert one_row["units"][0][6] is None and one_row["counter"] == [(4,)]  # bo's shared source widened it
 
 
 # --- Issue #13 -------------------------------------------------------------------------------------------------
