@@ -51,6 +51,7 @@ def forget(conn: psycopg.Connection[Any], project: str, token: str, actor: authz
     number = tokens.number_of(token)
     with conn.transaction():
         hold_derivations(conn, project)
+        conn.execute(query("lifecycle/hold_folds"), {"project": project})
         with authz.scoped(conn, actor):
             row = conn.execute(query("lifecycle/tombstone_unit"),
                                {"actor": actor.name, "project": project, "number": number}).fetchone()

@@ -5,16 +5,18 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
 
-from memory_assets import authz, consolidation, decay, lifecycle, quality
+from memory_assets import authz, consolidation, decay, gates, lifecycle, quality
 from memory_assets import vocabulary as V
 from memory_assets.defs import runner
 from memory_assets.errors import ScopeError, ValidationError
+from memory_assets.ledger import capture
 from tests.cases import REPO, embed_all
 from tests.cases import SERVING_MODEL as T1
 
@@ -263,6 +265,65 @@ def test_forgetting_a_member_tombstones_the_weekly_summary_that_copied_it(mem, c
     assert consolidation.consolidate_week(conn, T1, week)["members"] == 5
     assert live_summaries(conn) == 1 and title not in stored_text()
     assert quality.tombstones_with_text(conn) == [] and quality.unlinked_consolidations(conn) == []
+
+
+def write_until(mem, stop: threading.Event, fact: dict, prefix: str) -> list[str]:
+    """remember() the same content under new task ids until told to stop; the statuses, in order."""
+    statuses: list[str] = []
+    while not stop.is_set():
+        statuses.append(mem.remember(**fact, task_id=f"{prefix}-{len(statuses)}").status)
+    return statuses
+
+
+def test_writes_racing_a_forget_of_their_content_leave_no_text_behind(mem, conn):
+    """Writers keep sending a unit's content while it is forgotten: no fold runs inside the forget (both hold the
+    project's counter row), so every row with that content is blanked or buried, none keeps its text linked to the
+    tombstone (every round of 30 did before), and the content is refused afterwards."""
+    for attempt in range(5):
+        fact = dict(project="acme", kind="env", type="semantic", title=f"Relay {attempt}",
+                    body=f"The relay {attempt} comes from Ostwind.")
+        gone = mem.remember(**fact, task_id=f"T-{attempt}")
+        stop = threading.Event()
+        with ThreadPoolExecutor(4) as pool:
+            writers = [pool.submit(write_until, mem, stop, fact, f"T-{attempt}-{w}") for w in range(4)]
+            time.sleep(0.02)
+            mem.forget("acme", gone.token, FORGETTER)
+            time.sleep(0.02)
+            stop.set()
+            statuses = [status for writer in writers for status in writer.result()]
+        assert V.OUTCOME_DUPLICATE in statuses and V.OUTCOME_REJECTED in statuses, statuses  # both sides of it
+        assert quality.tombstones_with_text(conn) == []
+        assert mem.remember(**fact, task_id="after").reason == V.REASON_FORGOTTEN
+
+
+def fold_day(mem, start: threading.Barrier, day) -> None:
+    start.wait()
+    with mem.connection() as conn:
+        capture.fold(conn, day=day)
+
+
+def forget_unit(mem, start: threading.Barrier, token: str) -> None:
+    start.wait()
+    mem.forget("acme", token, FORGETTER)
+
+
+def test_a_forget_of_a_private_unit_never_deadlocks_the_fold_of_its_content(mem, conn, today):
+    """A private unit's audience trigger updates it when a fold links a source, and the forget updates it and the
+    inbox rows: with the fold holding the counter row first and the forget waiting for it first, neither holds
+    what the other waits for (the daily fold died in a deadlock 56 times in 60 before)."""
+    for attempt in range(8):
+        fact = dict(project="acme", kind="env", type="semantic", title=f"Relay {attempt}",
+                    body=f"The relay {attempt} comes from Ostwind.", visibility="private")
+        gone = mem.remember(**fact, task_id=f"T-{attempt}", persona="ann")
+        mem.remember_many([gates.validate(**fact, task_id=f"T-{attempt}-{i}", persona="bob") for i in range(40)],
+                          fold_now=False)
+        start = threading.Barrier(2)
+        with ThreadPoolExecutor(2) as pool:
+            racing = [pool.submit(fold_day, mem, start, today), pool.submit(forget_unit, mem, start, gone.token)]
+            for done in racing:
+                done.result()  # a DeadlockDetected surfaces here
+        assert quality.tombstones_with_text(conn) == []
+        assert conn.execute("SELECT count(*) FROM memory_inbox WHERE unit_id IS NULL").fetchone()[0] == 0
 
 
 def test_a_member_forgotten_while_the_week_consolidates_never_reaches_a_summary(mem, conn, embedder, today):
