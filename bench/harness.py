@@ -144,11 +144,12 @@ GOALS = (
          "10 and 16 ms"),
     Goal("remember(), one writer", "ingest", ("units_per_second_median", "remember_1"), 1000, False, " units/s",
          "compare durable_commit (INSERT + COMMIT alone) in ingest.json: where the disk's flush is the bound, only "
-         "batching (remember_many), never an unflushed acknowledgement; where it is not, the server's own work: the "
-         "write is one statement (the fold as a server-side function), ~1 ms of a ~1.45 ms call waiting on the "
-         "server for the rows and index entries each write touches (the inbox row inserted then linked, the unit "
-         "with eight indexes and its tsvector, the audit, journal and source rows, the counter) and the flush; next: "
-         "the inbox row written once, already folded, and fewer indexes per unit"),
+         "batching (remember_many), never an unflushed acknowledgement; where it is not, the server's own work: a "
+         "call is two round trips (the kill switch with the canon, then the write as one autocommit statement: "
+         "memory_remember's single-row fold), and ~0.45 ms of the server's time is the rows and index entries the "
+         "write touches (the unit with its indexes and tsvector ~0.2 ms; the inbox row inserted then linked, and the "
+         "source with its audience trigger ~0.13 ms) before the flush; the gates ~0.1 ms of CPU; next: fewer index "
+         "entries per unit, or the inbox row written once already folded (~0.03 ms when measured)"),
     Goal("bulk import (remember_many)", "ingest", ("units_per_second_median", "import"), 5000, False, " units/s",
          "the gates of the next batch already run beside the fold of the last one; the fold is ~100 us of server "
          "time per row (the unit's insert with its indexes and tsvector, the audit row, the inbox link and source; "

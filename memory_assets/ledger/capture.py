@@ -142,9 +142,9 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersed
 
 
 def superseding(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersedes: str) -> tuple[Any, ...]:
-    """Capture and fold a candidate that replaces the unit `supersedes` names, in one transaction sent as one
-    pipeline (one round trip); its statements outside the function are planned as the function's are
-    (ledger/plan_write says why). The fold's row: outcome, unit id, number, status, replayed."""
+    """Capture and fold a candidate that replaces the unit `supersedes` names, in one pipelined transaction; its
+    statements outside the function are planned as the function's are (ledger/plan_write says why). The fold's
+    row: outcome, unit id, number, status, replayed."""
     with conn.pipeline(), conn.transaction():
         conn.execute(query("ledger/plan_write"))
         old_id = superseded_id(conn, candidate.project, supersedes)
