@@ -127,7 +127,7 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersed
     with tracing.span("memory.remember.fold"):
         row = superseding(conn, candidate, supersedes) if supersedes else None
         if row is None:
-            # the capture and fold as one statement (a server-side function, sql/018_fold_functions.sql), which is
+            # the capture and fold as one statement (a server-side function, sql/019_remember_one_row.sql), which is
             # its own transaction on an autocommit connection: one round trip, and the counter row is locked from
             # the fold to the commit only, never across a round trip or this thread's turn for the GIL
             row = one(conn.execute(query("ledger/remember"), {"row": inbox_json(candidate),
@@ -294,12 +294,22 @@ def correct(conn: psycopg.Connection[Any], project: str, token: str, *, title: s
                                keywords=keywords if keywords is not None else current["keywords"])
     if gates.has_secret(gates.candidate_text(candidate)):
         raise ValidationError("body", "the correction contains a secret and was not stored")
-    with conn.transaction():
-        row = conn.execute(query("ledger/correct_unit"), {
-            "title": candidate.title, "body": candidate.body, "keywords": list(candidate.keywords),
-            "content_hash": candidate.content_hash, "actor": actor, "unit_id": current["id"]}).fetchone()
-        if row is None:  # forgotten between the read and the update
-            raise ValidationError("token", f"{token} is forgotten")
-        revision: int = row[0]
-        audit.record(conn, actor, "correct", project=project, unit_id=current["id"], details={"revision": revision})
+    try:
+        with conn.transaction():
+            holder = conn.execute(query("ledger/content_holder"), {
+                "project": project, "kind": candidate.kind, "content_hash": candidate.content_hash,
+                "unit_id": current["id"]}).fetchone()
+            if holder is not None:
+                raise ValidationError("body", "this text was forgotten in the project and is not stored again"
+                                      if holder[1] else f"{tokens.token_of(holder[0])} already holds this text")
+            row = conn.execute(query("ledger/correct_unit"), {
+                "title": candidate.title, "body": candidate.body, "keywords": list(candidate.keywords),
+                "content_hash": candidate.content_hash, "actor": actor, "unit_id": current["id"]}).fetchone()
+            if row is None:  # forgotten between the read and the update
+                raise ValidationError("token", f"{token} is forgotten")
+            revision: int = row[0]
+            audit.record(conn, actor, "correct", project=project, unit_id=current["id"],
+                         details={"revision": revision})
+    except psycopg.errors.UniqueViolation as error:  # a write made this content live since the probe
+        raise ValidationError("body", "another unit of the project now holds this text") from error
     return revision

@@ -362,6 +362,21 @@ def test_correct_refuses_a_forgotten_unit(mem, conn):
     assert conn.execute("SELECT title, body, status FROM memory_units").fetchone() == ("", "", "forgotten")
 
 
+def test_correct_never_takes_another_units_text_live_or_forgotten(mem, conn, stored_text):
+    """A correction to the text another live unit holds would make two live units of one content (the database
+    refused it with a raw UniqueViolation); to a forgotten unit's text, it would store forgotten text again. Both
+    are refused naming the field, and the unit keeps its words."""
+    kept = mem.remember(**FACT).token
+    other = mem.remember(**{**FACT, "title": "Relay port", "body": "The relay listens on 8000."}).token
+    with pytest.raises(memory_assets.ValidationError, match=f"body: {kept} already holds this text"):
+        mem.correct("acme", other, title=FACT["title"], body=FACT["body"])
+    mem.forget("acme", kept, authz.Actor.for_project("acme", "op", forget=True))
+    with pytest.raises(memory_assets.ValidationError, match="body: this text was forgotten in the project"):
+        mem.correct("acme", other, title=FACT["title"], body=FACT["body"])
+    assert mem.unit("acme", other)["body"] == "The relay listens on 8000." and FACT["body"] not in stored_text()
+    assert mem.correct("acme", other, body="The relay listens on port 8000.") == 2  # its own words still change
+
+
 def test_remember_many_gates_every_candidate_before_its_transaction(conn, monkeypatch):
     """No gate runs while the bulk write holds a transaction (and the row locks a fold takes)."""
     states = []
