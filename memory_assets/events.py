@@ -12,7 +12,7 @@ from psycopg.rows import dict_row
 
 from memory_assets import gates, tokens
 from memory_assets import vocabulary as V
-from memory_assets.database import query
+from memory_assets.database import one, query
 from memory_assets.errors import ValidationError
 
 
@@ -101,8 +101,7 @@ def holdout_percent(value: object) -> float:
 
 def killed(conn: psycopg.Connection[Any]) -> bool:
     """Whether the kill switch is on: then memory does nothing at all (no writes, no blocks, no events)."""
-    row = conn.execute("SELECT value FROM memory_switch WHERE scope = 'kill' AND key = ''").fetchone()
-    return row is not None and row[0] == "on"
+    return bool(one(conn.execute(query("events/killed")))[0])
 
 
 def holdout_bucket(unit_of_assignment: str) -> float:

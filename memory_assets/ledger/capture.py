@@ -105,6 +105,11 @@ def inbox_json(candidate: gates.Candidate) -> Jsonb:
     return Jsonb(row)
 
 
+def remember_params(candidate: gates.Candidate) -> dict[str, Any]:
+    """The parameters of ledger/remember for a gated candidate."""
+    return {"row": inbox_json(candidate), "trust": V.DEFAULT_TRUST}
+
+
 def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersedes: str | None = None,
              canon_chunks: list[list[int]] | None = None) -> RememberResult:
     """The public write path for one candidate: gates, then inbox, then fold; rejected text is never stored.
@@ -125,14 +130,13 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersed
         return RememberResult(status=V.OUTCOME_REJECTED, reason=reason)
     candidate = gates.without_source_text(candidate)
     with tracing.span("memory.remember.fold"):
-        row = superseding(conn, candidate, supersedes) if supersedes else None
-        if row is None:
-            # the capture and fold as one statement (a server-side function, sql/019_remember_one_row.sql), which is
-            # its own transaction on an autocommit connection: one round trip, and the counter row is locked from
-            # the fold to the commit only, never across a round trip or this thread's turn for the GIL
-            row = one(conn.execute(query("ledger/remember"), {"row": inbox_json(candidate),
-                                                              "trust": V.DEFAULT_TRUST}, prepare=True))
-    outcome, unit_id, number, status, replayed = row
+        # without a supersession, the capture and fold are one statement (a server-side function,
+        # sql/019_remember_one_row.sql), its own transaction on an autocommit connection: one round trip, and the
+        # counter row is locked from the fold to the commit only, never across a round trip or this thread's turn
+        # for the GIL
+        outcome, unit_id, number, status, replayed = (
+            superseding(conn, candidate, supersedes) if supersedes
+            else one(conn.execute(query("ledger/remember"), remember_params(candidate), prepare=True)))
     if outcome == V.INBOX_FORGOTTEN:
         with conn.transaction():
             record_rejection(conn, candidate, V.REASON_FORGOTTEN)
@@ -148,10 +152,10 @@ def superseding(conn: psycopg.Connection[Any], candidate: gates.Candidate, super
     with conn.pipeline(), conn.transaction():
         conn.execute(query("ledger/plan_write"))
         old_id = superseded_id(conn, candidate.project, supersedes)
-        row = one(conn.execute(query("ledger/remember"), {"row": inbox_json(candidate), "trust": V.DEFAULT_TRUST}))
+        row: tuple[Any, ...] = one(conn.execute(query("ledger/remember"), remember_params(candidate)))
         if row[0] != V.INBOX_FORGOTTEN:
             lifecycle.supersede(conn, row[1], old_id, actor=candidate.persona or candidate.feed)
-    return tuple(row)
+    return row
 
 
 def superseded_id(conn: psycopg.Connection[Any], project: str, token: str) -> Any:

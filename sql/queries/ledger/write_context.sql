@@ -1,6 +1,5 @@
 -- What a write reads before its gates run, in one round trip: whether the kill switch is on, and the project's
 -- canon chunks (one row each; one row with no chunk when the project has none).
-SELECT coalesce(s.value = 'on', false) AS killed, c.token_hashes
+SELECT {events/_killed} AS killed, c.token_hashes
 FROM (SELECT 1) AS request
-LEFT JOIN memory_switch s ON s.scope = 'kill' AND s.key = ''
 LEFT JOIN memory_canon c ON c.project = %(project)s;

@@ -1,0 +1,2 @@
+-- Whether the kill switch is on.
+SELECT {events/_killed};
