@@ -43,7 +43,7 @@ PARTS = (
     Part("embed", "bench.embed", "the embedding stage against raw model.encode()", {
         "smoke": ["--units", "64", "--repeats", "1", "--warmup", "0"], "default": [], "full": []}),
     Part("recall", "bench.recall", "recall() against numpy at each size (the scale curve)", {
-        "smoke": ["--sizes", "2000", "--queries", "20", "--beside", "0"],
+        "smoke": ["--sizes", "2000", "--queries", "20", "--beside", "0", "--among", "3"],
         "default": ["--sizes", "10000,100000"], "full": ["--sizes", "10000,100000,1000000"]}),
     Part("freshness", "bench.freshness", "time until a written unit is searchable (memory-assets dev running)", {
         "smoke": ["--samples", "2", "--corrections", "1"], "default": [], "full": []}),

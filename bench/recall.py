@@ -26,13 +26,15 @@ DIM = V.EMBEDDING_MODELS[MODEL]["dim"]
 EF_SWEEP = (100, 200, 300, 400)  # the HNSW path at fixed ef_search values, next to the size-scaled default
 
 
-def seed(mem, project: str, n: int, rng: np.random.Generator) -> None:
-    """n units through the write path; synthetic unit vectors (clustered like text) bound to their revisions."""
+def seed(mem, projects: list[str], n: int, rng: np.random.Generator) -> None:
+    """n units per project through the write path; synthetic unit vectors (clustered like text) bound to their
+    revisions."""
     with mem.connection() as conn:
-        for start in range(0, n, 10_000):
-            capture.remember_many(conn, candidates(min(10_000, n - start), project, offset=start))
-        rows = conn.execute("SELECT id, revision, content_hash FROM memory_units WHERE project = %s",
-                            (project,)).fetchall()
+        for project in projects:
+            for start in range(0, n, 10_000):
+                capture.remember_many(conn, candidates(min(10_000, n - start), project, offset=start))
+        rows = conn.execute("SELECT id, project, revision, content_hash FROM memory_units WHERE project = ANY (%s)",
+                            (projects,)).fetchall()
         centres = rng.standard_normal((64, DIM)).astype(np.float32)
         vectors = (centres[rng.integers(0, 64, len(rows))]
                    + 0.6 * rng.standard_normal((len(rows), DIM)).astype(np.float32))
@@ -40,12 +42,12 @@ def seed(mem, project: str, n: int, rng: np.random.Generator) -> None:
         with conn.cursor() as cur, cur.copy(
             "COPY memory_embeddings (unit_id, project, model_key, unit_revision, content_hash, text_digest, "
             "model_name, model_revision, dim, embedding) FROM STDIN") as copy:
-            for (unit_id, revision, content_hash), vector in zip(rows, vectors, strict=True):
+            for (unit_id, project, revision, content_hash), vector in zip(rows, vectors, strict=True):
                 copy.write_row((unit_id, project, MODEL, revision, content_hash, "synthetic", "synthetic", "bench",
                                 DIM, vector))
         # the whole HNSW graph in memory while it is built (~2 kB a 384-d vector): at 1M units a 1 GB budget was full
         # at about half the vectors and the build slowed ~6x from there
-        conn.execute(f"SET maintenance_work_mem = '{max(1024, n * 2560 // 2**20)}MB'")
+        conn.execute(f"SET maintenance_work_mem = '{max(1024, len(rows) * 2560 // 2**20)}MB'")
         embeddings.ensure_model_index(conn, embeddings.model_spec(MODEL))
         conn.execute("ANALYZE memory_embeddings")
         conn.execute("ANALYZE memory_units")
@@ -159,9 +161,10 @@ def measure(mem, project: str, ids: list[str], matrix: np.ndarray, queries: np.n
             "recall_at_k_vs_exact": paths[default]["recall_at_k_vs_exact"]}
 
 
-def measure_project(mem, project: str, size: int, rng: np.random.Generator, args) -> dict:
-    """Seed a project, draw in-distribution queries (stored vectors plus noise) and measure it."""
-    seed(mem, project, size, rng)
+def measure_project(mem, project: str, size: int, rng: np.random.Generator, args, seeded: bool = False) -> dict:
+    """Seed a project (unless it is), draw in-distribution queries (stored vectors plus noise) and measure it."""
+    if not seeded:
+        seed(mem, [project], size, rng)
     ids, stored = snapshot(mem, project)
     queries = stored[rng.integers(0, len(stored), args.queries)]  # a random direction in 384-d is near nothing
     queries = queries + 0.05 * rng.standard_normal(queries.shape).astype(np.float32)
@@ -180,6 +183,9 @@ def main() -> None:
                         help="largest project whose exact path is timed too (1M units: seconds a request)")
     parser.add_argument("--beside", type=int, default=1000,
                         help="units of a small project seeded next to the largest one (0: none)")
+    parser.add_argument("--among", type=int, default=300,
+                        help="projects of 20 units seeded next to the smallest size, measured again among them (0: "
+                             "none): the planner's guess of a project's size falls with the store's project count")
     args = parser.parse_args()
     rng = np.random.default_rng(7)
     results = {}
@@ -187,6 +193,10 @@ def main() -> None:
     for size in sizes:
         with scratch_memory() as mem:
             results[str(size)] = measure_project(mem, f"bench-{size}", size, rng, args)
+            if args.among and size == min(sizes):
+                seed(mem, [f"bench-small-{i}" for i in range(args.among)], 20, rng)
+                results[f"{size}_among_{args.among}"] = measure_project(mem, f"bench-{size}", size, rng, args,
+                                                                        seeded=True)
             if args.beside and size == max(sizes):  # one store, many projects: a small one must read its own rows
                 results[f"{args.beside}_beside_{size}"] = measure_project(mem, f"bench-{args.beside}-beside",
                                                                           args.beside, rng, args)
