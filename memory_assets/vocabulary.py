@@ -311,6 +311,9 @@ ONNX_MODELS_DIRNAME = "models"
 # below: exact, RECALL_CANDIDATES for the fusion; above: the HNSW first phase (bench/recall.py: at 10k units
 # 6x faster than exact with the same top 10)
 HNSW_MIN_PROJECT_UNITS = 5_000
+# a project walks the graph only while it holds this share of the store's vectors: below, the walk passes mostly over
+# other projects' (1,000 units beside 100,000: 203 ms, 0.79 of the exact top 10) and its own are sorted instead
+HNSW_WALK_MIN_SHARE = 0.1
 HNSW_CANDIDATES = 40             # the HNSW phase's dense candidates (or k)
 # ef_search grows with the project, sqrt(units) between these bounds (bench/recall.py, synthetic vectors, top 10
 # against exact over five index builds: 10k units 1.0 at 100; 100k units 0.80-0.87 at 100, 0.91-0.97 at 316, for a

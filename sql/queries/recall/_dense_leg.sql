@@ -9,7 +9,8 @@ ctx AS MATERIALIZED (
            coalesce((SELECT last_number FROM memory_projects WHERE project = %(project)s), 0) AS units
 ), dense_hnsw AS MATERIALIZED (
     SELECT n.unit_id, n.distance, u.number, u.type = 'episodic' AS episodic
-    FROM (SELECT w.* FROM memory_hnsw_walk(%(project)s, {model}, {dim}, %(vector)s::vector, %(overfetch)s) AS w
+    FROM (SELECT w.* FROM memory_hnsw_walk(%(project)s, {model}, {dim}, %(vector)s::vector, %(overfetch)s,
+                                           (SELECT c.units FROM ctx c), %(walk_min_share)s) AS w
           WHERE %(dense)s::boolean AND (SELECT c.model_key = {model} AND c.units >= %(hnsw_min)s FROM ctx c)) AS n
     CROSS JOIN LATERAL (  -- one primary-key probe per walked vector (the LIMIT keeps it one): joined, a generic plan
                           -- that guessed the project small hashed all its units (18 ms at 10,000)
