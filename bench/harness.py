@@ -138,10 +138,9 @@ GOALS = (
          "the same steps as for mem0: the floor is the question's encoding plus one matrix product, with no "
          "full-text leg, fusion, conversation structure or citations"),
     Goal("recall p95 at 100k units / numpy p95 (ex encoding)", "recall", ("sizes", "100000", "ratio_p95"), 2.0, True,
-         X, "the fixed cost around the search (scoped transaction, request context, details and fusion of the 40 "
-         "candidates, citations: about half of the call) and the HNSW walk itself (ef_search 316); the ratio moves "
-         "with the machine's BLAS: numpy's 100k scan took 2.8 ms on an EPYC and 9.4 ms on a Xeon here, our call "
-         "10 and 16 ms"),
+         X, "the ~7 ms around the search at p95 (scoped transaction, request context, details and fusion of the 40 "
+         "candidates, citations); the search alone is about numpy's time (1.04x at f903cfe, the walk planned once "
+         "and never replaced by a sort, docs/scaling.md item 9); the ratio moves with the machine's BLAS"),
     Goal("remember(), one writer", "ingest", ("units_per_second_median", "remember_1"), 1000, False, " units/s",
          "compare durable_commit (INSERT + COMMIT alone) in ingest.json: where the disk's flush is the bound, only "
          "batching (remember_many), never an unflushed acknowledgement; where it is not, the server's own work: a "

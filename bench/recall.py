@@ -161,10 +161,8 @@ def measure(mem, project: str, ids: list[str], matrix: np.ndarray, queries: np.n
             "recall_at_k_vs_exact": paths[default]["recall_at_k_vs_exact"]}
 
 
-def measure_project(mem, project: str, size: int, rng: np.random.Generator, args, seeded: bool = False) -> dict:
-    """Seed a project (unless it is), draw in-distribution queries (stored vectors plus noise) and measure it."""
-    if not seeded:
-        seed(mem, [project], size, rng)
+def measure_project(mem, project: str, rng: np.random.Generator, args) -> dict:
+    """Draw in-distribution queries (stored vectors plus noise) for a seeded project and measure it."""
     ids, stored = snapshot(mem, project)
     queries = stored[rng.integers(0, len(stored), args.queries)]  # a random direction in 384-d is near nothing
     queries = queries + 0.05 * rng.standard_normal(queries.shape).astype(np.float32)
@@ -192,14 +190,15 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     for size in sizes:
         with scratch_memory() as mem:
-            results[str(size)] = measure_project(mem, f"bench-{size}", size, rng, args)
+            seed(mem, [f"bench-{size}"], size, rng)
+            results[str(size)] = measure_project(mem, f"bench-{size}", rng, args)
             if args.among and size == min(sizes):
                 seed(mem, [f"bench-small-{i}" for i in range(args.among)], 20, rng)
-                results[f"{size}_among_{args.among}"] = measure_project(mem, f"bench-{size}", size, rng, args,
-                                                                        seeded=True)
+                results[f"{size}_among_{args.among}"] = measure_project(mem, f"bench-{size}", rng, args)
             if args.beside and size == max(sizes):  # one store, many projects: a small one must read its own rows
-                results[f"{args.beside}_beside_{size}"] = measure_project(mem, f"bench-{args.beside}-beside",
-                                                                          args.beside, rng, args)
+                seed(mem, [f"bench-{args.beside}-beside"], args.beside, rng)
+                results[f"{args.beside}_beside_{size}"] = measure_project(mem, f"bench-{args.beside}-beside", rng,
+                                                                          args)
     write_result("recall", {"k": args.k, "queries": args.queries, "model": MODEL, "sizes": results,
                             "goal": "ours <= 2x numpy brute force",
                             "note": "ours = the whole recall() call, dense leg, RLS and filters included, on the path "

@@ -3,7 +3,7 @@
 -- under %(hnsw_min)s units) the statement is planned per request: a generic plan does not know the project's size,
 -- and a 1,000-unit project beside a 100,000-unit one went from 14.6 to 89 ms with one (docs/scaling.md). On the
 -- HNSW path it is planned once per connection: PostgreSQL's own choice ('auto') kept planning it for every request
--- (~3-5 ms of a 10k-unit call: 13.0 -> 8.5 ms p50 with the generic plan, the same top 10) and, where it did switch,
+-- (~3-5 ms of a 10k-unit call: 13.4 -> 8.4 ms p50 with the generic plan, the same top 10) and, where it did switch,
 -- chose the same generic plan. No parallel workers: a request reads a few hundred rows, and at 100k units the
 -- planner gave the exact scan (the HNSW path's fallback, which seldom runs) two workers that were started for every
 -- request, ~7 ms each time (docs/scaling.md).
