@@ -543,22 +543,53 @@ def _required_literals(items: Any) -> list[tuple[str, ...]]:
     return groups
 
 
+def _case_fold_table() -> dict[int, str] | None:
+    """What `str.lower` leaves unlike the regex engine's case-insensitive match of an ASCII letter, mapped to that
+    letter: U+0130 (lowered to "i" plus a combining dot; the engine lowers it to "i") and the engine's extra cases
+    (U+0131 for "i", U+017F for "s"); None where this Python keeps them elsewhere (no case-insensitive screens)."""
+    extra_cases = getattr(importlib.import_module("re._casefix"), "_EXTRA_CASES", None)
+    if not isinstance(extra_cases, dict):
+        return None
+    table = {0x130: "i"}
+    table.update({other: chr(letter) for letter, others in extra_cases.items() if letter < 128 for other in others})
+    return table
+
+
+_CASE_FOLD = _case_fold_table()
+
+
+@functools.lru_cache(maxsize=8)
+def case_folded(text: str) -> str:
+    """The text as case-insensitive screens read it, one character for each: a literal of ASCII letters occurs in
+    it exactly where the regex engine matches that literal ignoring case. Cached: every screen of a form reads it."""
+    return text.translate(_CASE_FOLD or {}).lower()
+
+
 def _screen(pattern: re.Pattern[str]) -> Callable[[str], object] | None:
     """A substring test for the pattern's most telling required literal, false only where the pattern cannot
-    match; None (the pattern always runs) where it starts with a literal (the regex engine skips ahead by itself),
-    ignores case (a case-insensitive search costs what the pattern does) or requires no literal."""
+    match; None (the pattern always runs) where it requires no literal, or starts with one and heeds case (the regex
+    engine skips ahead by itself). A case-insensitive pattern's test reads the case-folded text (str.lower costs
+    less than the engine's case-insensitive search: 27 us of ~120 us a candidate went to nine such patterns)."""
     try:
         parsed = _sre_parse.parse(pattern.pattern, pattern.flags)
         ignores_case = bool(parsed.state.flags & re.IGNORECASE) or "(?i" in pattern.pattern
         items = list(parsed)
     except (AttributeError, TypeError, ValueError, re.error):  # another parser: no screen, the pattern always runs
         return None
-    if ignores_case or not items or items[0][0] is _sre.LITERAL:
+    if not items or (items[0][0] is _sre.LITERAL and not ignores_case) or (ignores_case and _CASE_FOLD is None):
         return None
     groups = _required_literals(items)
     if not groups:
         return None
     best = max(groups, key=lambda group: min(map(len, group)))
+    if ignores_case:
+        needles = tuple(dict.fromkeys(needle.lower() for needle in best))
+        if not all(needle.isascii() for needle in needles):
+            return None
+        if len(needles) == 1:
+            folded_needle = needles[0]
+            return lambda text: folded_needle in case_folded(text)
+        return lambda text: any(needle in folded for folded in (case_folded(text),) for needle in needles)
     if len(best) == 1:
         needle = best[0]
         return lambda text: needle in text
@@ -679,15 +710,15 @@ def _detections(text: str, screened: bool) -> Iterator[str]:
     lines) and, for prefixed tokens, on it with all whitespace removed: our patterns, the unquoted-blob check, then
     detect-secrets' plugins; screened, each is skipped where its screen proves it cannot fire."""
 
-    def may(screen: Screen | None, value: str) -> object:
-        return not screened or screen is None or screen(value)
-
+    unscreened = not screened
     lines = scan_form(text)
     joined = lines.replace("\n", "")
     forms = [lines] if joined == lines else [lines, joined]
     for name, search, screen in _SCREENED:
-        if any(may(screen, form) and search(form) for form in forms):
-            yield name
+        for form in forms:
+            if (unscreened or screen is None or screen(form)) and search(form):
+                yield name
+                break
     stripped = _WHITESPACE.sub("", lines)
     yield from (name for name, pattern in _PREFIXED.items() if pattern.search(stripped))
     if any(_blobs(form) for form in forms):
@@ -695,11 +726,12 @@ def _detections(text: str, screened: bool) -> Iterator[str]:
     searches, others = _screened_plugins()
     for line in {*_chunks(lines), joined}:
         for plugin, search, screen in searches:
-            if may(screen, line) and search(line) and plugin.analyze_line(filename=_SCAN_FILENAME, line=line,
-                                                                          line_number=0):
+            if ((unscreened or screen is None or screen(line)) and search(line)
+                    and plugin.analyze_line(filename=_SCAN_FILENAME, line=line, line_number=0)):
                 yield plugin.secret_type
         for plugin, needs in others:
-            if may(needs, line) and plugin.analyze_line(filename=_SCAN_FILENAME, line=line, line_number=0):
+            if ((unscreened or needs is None or needs(line))
+                    and plugin.analyze_line(filename=_SCAN_FILENAME, line=line, line_number=0)):
                 yield plugin.secret_type
 
 

@@ -1,6 +1,7 @@
 """The exclusion policy and the secret gate, as pure functions."""
 
 import json
+import re
 import string
 import time
 from datetime import UTC, datetime, timedelta, timezone
@@ -283,11 +284,30 @@ def test_has_secret_agrees_with_every_detector_on_the_corpus_and_the_readme():
     assert disagreements == []
 
 
+def test_the_case_folded_text_holds_a_letter_exactly_where_the_regex_engine_matches_it_ignoring_case():
+    """The case-insensitive screens look for literals in case_folded(text): any character that the engine matches
+    to an ASCII letter ignoring case must fold to that letter, one character to one (U+0130 lowers to two)."""
+    every_character = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000)
+    folded = gates.case_folded(every_character)
+    assert len(folded) == len(every_character)
+    for letter in string.ascii_lowercase:
+        matched = {m.start() for m in re.finditer(letter, every_character, re.IGNORECASE)}
+        assert matched == {i for i, c in enumerate(folded) if c == letter}, letter
+
+
+@pytest.mark.parametrize("text", ["PR\u0130VATE-KEY: Zq8hunter2hunter2", "db_pa\u017f\u017fword: Zq8hunter2hunter2",
+                                  "BEARER abcdefghijklmnop1234", "Client_Secret=Zq8hunter2hunter2"])
+def test_a_case_insensitive_screen_passes_every_spelling_of_its_keyword(text):
+    """A screen reads the folded text: "prİvate" is "private" to the engine ignoring case, not to str.lower."""
+    assert gates.secret_kinds(text) and gates.has_secret(text)
+
+
 _PIECES = [needle for _, _, needle in SECRET_CORPUS] + [text for _, text, _ in SECRETS] + [
     "password", "api_key", "client_secret", "=", ":", ": '", '="', "'", '"', "`", ";", "-us12", "://", "@", "AKC",
     "AP1", "sk-", "k_live_", "MII", "eyJ", ".", "Bearer ", "aws", "cloudant_key", "ibm_cloud_iam_key", "softlayer",
     "sl_api_key", "12345678:", "xoxb-", "hooks.slack.com/services/T", "AccountKey=", "SG.", "-----BEGIN ",
-    "PRIVATE KEY", "\n", " ", "\t", "\u200b", "\uff41", "\u0410",
+    "PRIVATE KEY", "\n", " ", "\t", "\u200b", "\uff41", "\u0410", "pr\u0130vate_key=", "\u0130", "\u0131",
+    "\u017f", "\u212a", "BEARER ", "PASSWORD: ",
 ]
 
 
