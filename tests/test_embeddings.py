@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory_assets import authz, embeddings, journal, lifecycle
+from memory_assets import authz, embeddings, gates, journal, lifecycle
 from memory_assets import vocabulary as V
 from memory_assets.errors import ValidationError
 from tests.cases import T1, T2
@@ -129,6 +129,25 @@ def test_journal_pages_resume_and_deleted_rows_still_advance(mem, conn):
     journal.advance(conn, "test", rest[-1])
     conn.commit()
     assert journal.page(conn, "test") == []
+
+
+def test_a_bulk_fold_journals_each_unit_it_inserts_once_and_an_update_still_per_row(mem, conn):
+    """Inserts are journaled per statement (one INSERT from the transition table, not a plpgsql call per unit):
+    every unit of a batch has its one 'insert' row, a replayed batch adds none, and a status change its 'update'."""
+    batch = [gates.validate(project="acme", kind="env", type="semantic", title=f"Fact {i}",
+                            body=f"Service {i} needs port {9000 + i} because the proxy maps it.") for i in range(40)]
+    assert mem.remember_many(batch)["inserted"] == 40
+    assert mem.remember_many(batch)["inserted"] == 0
+    journaled = conn.execute("SELECT c.unit_id, c.revision, c.status, c.change, c.project FROM memory_changes c "
+                             "ORDER BY c.seq").fetchall()
+    units = conn.execute("SELECT id, revision, status, 'insert', project FROM memory_units").fetchall()
+    assert sorted(journaled) == sorted(units) and len(journaled) == 40
+    conn.execute("UPDATE memory_units SET status = 'stale' WHERE number <= 3")
+    conn.commit()
+    changes = [c.change for c in journal.page(conn, "test", limit=100)]
+    assert changes == ["insert"] * 40 + ["update"] * 3
+    assert conn.execute("SELECT count(*) FROM pg_trigger WHERE tgrelid = 'memory_units'::regclass "
+                        "AND tgname LIKE 'memory_units_journal%' AND tgtype & 1 = 0").fetchone()[0] == 1
 
 
 def test_embed_changes_follows_the_journal(mem, conn, embedder):
