@@ -49,6 +49,7 @@ class Memory:
         self.pool = pool
         self.url = url
         self.encoder = encoder
+        self.canons = canon.Canons()  # each project's canon as this process's writes last read it
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
@@ -93,7 +94,7 @@ class Memory:
         visibility: str = V.DEFAULT_VISIBILITY,
     ) -> RememberResult:
         """Validate, gate, dedupe and store one unit; a ValidationError names the field and its limit. With the kill
-        switch on nothing is gated or stored: the status is "off" (no token, reason "killed")."""
+        switch on nothing is stored or counted: the status is "off" (no token, reason "killed")."""
         with tracing.span("memory.remember.validate"):
             candidate = gates.validate(
                 project=project, kind=kind, type=type, title=title, body=body, paths=paths, keywords=keywords,
@@ -103,10 +104,7 @@ class Memory:
             )
         tracing.annotate(project=candidate.project, feed=candidate.feed, kind=candidate.kind, type=candidate.type)
         with self.connection() as conn:
-            killed, canon_chunks = canon.write_context(conn, candidate.project)
-            if killed:
-                return RememberResult(status=V.MEMORY_OFF, reason=V.SWITCH_KILLED)
-            return capture.remember(conn, candidate, supersedes=supersedes, canon_chunks=canon_chunks)
+            return capture.remember(conn, candidate, supersedes=supersedes, canons=self.canons)
 
     def gate_soon(self, candidates: list[gates.Candidate], *, gate_workers: int = 1) -> Gating:
         """Start gating a batch (in `gate_workers` processes for a large one) while the batch before it is written:

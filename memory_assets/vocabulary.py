@@ -54,6 +54,11 @@ INBOX_COLUMNS = ("idempotency_key", *CONTENT_FIELDS, *PROVENANCE_FIELDS, "status
 INBOX_INSERTED = "inserted"
 INBOX_DUPLICATE = "duplicate"
 INBOX_FORGOTTEN = "forgotten"
+# memory_remember's outcomes when it writes nothing: the kill switch is on (SWITCH_KILLED), or the project's canon
+# changed since the gates read it (the caller reads it again and gates anew, up to REMEMBER_CANON_ATTEMPTS times)
+CANON_CHANGED = "canon_changed"
+REMEMBER_CANON_ATTEMPTS = 5
+CANON_PROJECTS_KEPT = 1024  # projects whose canon (token hashes, with its version) a process keeps for its writes
 
 # --- Initial status policy ------------------------------------------------------------------
 # confidence < REVIEW_BELOW_CONFIDENCE -> review; >= ACTIVE_FROM_CONFIDENCE -> active; else proposed.

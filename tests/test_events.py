@@ -122,6 +122,7 @@ def test_the_kill_switch_stops_every_write_block_and_event(mem, conn):
     off = mem.remember(**{**fact, "title": "Cache warm-up time", "body": "The cache warms at 05:30 since 2025."})
     assert (off.status, off.token, off.unit_id, off.reason) == ("off", None, None, "killed")
     assert mem.remember(**{**fact, "body": "password=" + "Tr0ub4dor-and-3"}).status == "off"  # not even counted
+    assert mem.remember(**{**fact, "body": "The cache warms at 05:00."}, supersedes=token).status == "off"
     assert mem.remember_many([gates.validate(**{**fact, "title": "Another"})]) == {
         "captured": 0, "inserted": 0, "rejected": {}, "off": True}
     assert mem.prompt_block("acme") == ""

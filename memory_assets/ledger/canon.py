@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 import psycopg
 
@@ -17,10 +20,42 @@ def canon_of(conn: psycopg.Connection[Any], project: str) -> list[list[int]]:
     return [row[0] for row in rows]
 
 
-def write_context(conn: psycopg.Connection[Any], project: str) -> tuple[bool, list[list[int]]]:
-    """Whether the kill switch is on and the project's canon chunks, read in one round trip before a write."""
+@dataclass(frozen=True)
+class Canon:
+    """A project's canon chunks as the gates read them, with the version (None: no canon yet) that a write sends so
+    the server can tell whether they are still the project's."""
+
+    version: UUID | None
+    chunks: list[list[int]]
+
+
+def write_context(conn: psycopg.Connection[Any], project: str) -> tuple[bool, Canon]:
+    """Whether the kill switch is on and the project's canon with its version, read in one round trip."""
     rows = conn.execute(query("ledger/write_context"), {"project": project}, prepare=True).fetchall()
-    return rows[0][0], [row[1] for row in rows if row[1] is not None]
+    return rows[0][0], Canon(rows[0][1], [row[2] for row in rows if row[2] is not None])
+
+
+class Canons:
+    """The canon of each project a process wrote to lately (at most V.CANON_PROJECTS_KEPT), so that remember() reads
+    nothing before its write: the write sends the version, and the server writes nothing if it changed since."""
+
+    def __init__(self, size: int = V.CANON_PROJECTS_KEPT) -> None:
+        """An empty store that keeps up to `size` projects, the least recently read one dropped first."""
+        self.size = size
+        self._kept: dict[str, Canon] = {}
+        self._lock = threading.Lock()
+
+    def known(self, project: str) -> Canon | None:
+        """The project's canon as last read, or None."""
+        return self._kept.get(project)
+
+    def keep(self, project: str, canon: Canon) -> None:
+        """Keep a project's canon as just read."""
+        with self._lock:
+            self._kept.pop(project, None)
+            self._kept[project] = canon
+            while len(self._kept) > self.size:
+                del self._kept[next(iter(self._kept))]
 
 
 def register_canon(conn: psycopg.Connection[Any], project: str, path: str, text: str) -> int:

@@ -105,38 +105,66 @@ def inbox_json(candidate: gates.Candidate) -> Jsonb:
     return Jsonb(row)
 
 
-def remember_params(candidate: gates.Candidate) -> dict[str, Any]:
-    """The parameters of ledger/remember for a gated candidate."""
-    return {"row": inbox_json(candidate), "trust": V.DEFAULT_TRUST}
+def remember_params(candidate: gates.Candidate, gated: canon.Canon) -> dict[str, Any]:
+    """The parameters of ledger/remember for a candidate gated under a canon."""
+    return {"row": inbox_json(candidate), "trust": V.DEFAULT_TRUST, "canon": gated.version}
+
+
+KILLED = RememberResult(status=V.MEMORY_OFF, reason=V.SWITCH_KILLED)
 
 
 def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersedes: str | None = None,
-             canon_chunks: list[list[int]] | None = None) -> RememberResult:
-    """The public write path for one candidate: gates, then inbox, then fold; rejected text is never stored.
+             canons: canon.Canons | None = None) -> RememberResult:
+    """The public write path for one candidate: gates, then inbox, then fold; rejected text is never stored, and
+    nothing is stored or counted while the kill switch is on (status "off").
 
     With `supersedes` (a token), the new unit replaces that one in the same transaction. The gates run before the
-    transaction opens, so a slow gate never holds a lock. `canon_chunks` is the project's canon when the caller
-    read it already (Memory.remember reads it with the kill switch).
+    transaction opens, so a slow gate never holds a lock. `canons` keeps the canon the gates read (Memory keeps one
+    per process), so the write is the call's only statement: it carries the canon's version, and should the canon
+    have changed since, it writes nothing and the candidate is gated again under the canon read anew.
     """
     supersedes = supersedes_token(supersedes)
-    with tracing.span("memory.remember.gates"):
-        if canon_chunks is None:
-            canon_chunks = canon.canon_of(conn, candidate.project)
-        with _GATING:
-            reason = gates.gate(candidate, canon_chunks)
-    if reason:
-        with conn.transaction():
-            record_rejection(conn, candidate, reason)
-        return RememberResult(status=V.OUTCOME_REJECTED, reason=reason)
-    candidate = gates.without_source_text(candidate)
-    with tracing.span("memory.remember.fold"):
-        # without a supersession, the capture and fold are one statement (a server-side function,
-        # sql/019_remember_one_row.sql), its own transaction on an autocommit connection: one round trip, and the
-        # counter row is locked from the fold to the commit only, never across a round trip or this thread's turn
-        # for the GIL
-        outcome, unit_id, number, status, replayed = (
-            superseding(conn, candidate, supersedes) if supersedes
-            else one(conn.execute(query("ledger/remember"), remember_params(candidate), prepare=True)))
+    canons = canons if canons is not None else canon.Canons(size=0)
+    gated = canons.known(candidate.project)
+    fresh = False
+    for _ in range(V.REMEMBER_CANON_ATTEMPTS):
+        if gated is None:
+            killed, gated = canon.write_context(conn, candidate.project)
+            if killed:
+                return KILLED
+            canons.keep(candidate.project, gated)
+            fresh = True
+        with tracing.span("memory.remember.gates"), _GATING:
+            reason = gates.gate(candidate, gated.chunks)
+        if reason and not fresh:  # rejected under a kept canon: counted only with the switch off and that canon current
+            killed, current = canon.write_context(conn, candidate.project)
+            if killed:
+                return KILLED
+            if current.version != gated.version:
+                canons.keep(candidate.project, current)
+                gated, fresh = current, True
+                continue
+        if reason:
+            with conn.transaction():
+                record_rejection(conn, candidate, reason)
+            return RememberResult(status=V.OUTCOME_REJECTED, reason=reason)
+        written = gates.without_source_text(candidate)
+        with tracing.span("memory.remember.fold"):
+            # without a supersession, the capture and fold are one statement (a server-side function,
+            # sql/022_remember_checks_the_canon.sql), its own transaction on an autocommit connection: one round
+            # trip, and the counter row is locked from the fold to the commit only, never across a round trip or
+            # this thread's turn for the GIL
+            outcome, unit_id, number, status, replayed = (
+                superseding(conn, written, supersedes, gated) if supersedes
+                else one(conn.execute(query("ledger/remember"), remember_params(written, gated), prepare=True)))
+        if outcome == V.SWITCH_KILLED:
+            return KILLED
+        if outcome != V.CANON_CHANGED:
+            break
+        gated = None
+    else:
+        raise RuntimeError(f"the canon of project {candidate.project} changed during each of "
+                           f"{V.REMEMBER_CANON_ATTEMPTS} attempts to remember a candidate")
     if outcome == V.INBOX_FORGOTTEN:
         with conn.transaction():
             record_rejection(conn, candidate, V.REASON_FORGOTTEN)
@@ -145,15 +173,16 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersed
     return RememberResult(status=status, token=tokens.token_of(number), unit_id=str(unit_id))
 
 
-def superseding(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersedes: str) -> tuple[Any, ...]:
+def superseding(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersedes: str,
+                gated: canon.Canon) -> tuple[Any, ...]:
     """Capture and fold a candidate that replaces the unit `supersedes` names, in one pipelined transaction; its
     statements outside the function are planned as the function's are (ledger/plan_write says why). The fold's
-    row: outcome, unit id, number, status, replayed."""
+    row: outcome, unit id, number, status, replayed (nothing superseded when the function wrote nothing)."""
     with conn.pipeline(), conn.transaction():
         conn.execute(query("ledger/plan_write"))
         old_id = superseded_id(conn, candidate.project, supersedes)
-        row: tuple[Any, ...] = one(conn.execute(query("ledger/remember"), remember_params(candidate)))
-        if row[0] != V.INBOX_FORGOTTEN:
+        row: tuple[Any, ...] = one(conn.execute(query("ledger/remember"), remember_params(candidate, gated)))
+        if row[0] in (V.INBOX_INSERTED, V.INBOX_DUPLICATE):
             lifecycle.supersede(conn, row[1], old_id, actor=candidate.persona or candidate.feed)
     return row
 

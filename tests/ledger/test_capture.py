@@ -19,7 +19,8 @@ import pytest
 import memory_assets
 from memory_assets import authz, database, gates, quality, tokens
 from memory_assets import vocabulary as V
-from memory_assets.ledger import capture
+from memory_assets.api import Memory
+from memory_assets.ledger import canon, capture
 from tests.cases import EXCLUSION_CASES, SECRETS
 
 GOTCHA = dict(kind="gotcha", type="procedural", title="Dagster 1.13.28 breaks dagster-postgres",
@@ -96,6 +97,60 @@ def test_canon_duplicates_are_rejected_per_project(mem):
                     body="Staging PostgreSQL requires sslmode=require because the proxy refuses plain TCP connections.")
     assert mem.remember(project="acme", **restated).reason == V.REASON_CANON_DUPLICATE
     assert mem.remember(project="other", **restated).status == "active"
+
+
+README = ("# Setup\n\nStaging PostgreSQL requires sslmode=require because the proxy refuses plain TCP connections "
+          "from the office network.")
+RESTATED = dict(project="acme", kind="env", type="semantic", title="Staging TLS", paths=["README.md"],
+                body="Staging PostgreSQL requires sslmode=require because the proxy refuses plain TCP connections.")
+
+
+@pytest.fixture
+def context_reads(monkeypatch) -> list[str]:
+    """The projects whose kill switch and canon a write read before its gates (canon.write_context's calls)."""
+    reads: list[str] = []
+    read = canon.write_context
+
+    def counted(conn, project):
+        reads.append(project)
+        return read(conn, project)
+
+    monkeypatch.setattr(canon, "write_context", counted)
+    return reads
+
+
+def test_a_write_reads_no_canon_a_process_kept_and_learns_of_a_change_from_the_write_itself(mem, context_reads):
+    """remember() is one statement once a process kept the project's canon: the write carries the canon's version,
+    and when another process registered a document meanwhile the write stores nothing, the canon is read anew and
+    the candidate gated under it (rejected here: it restates the new document)."""
+    assert mem.remember(**{**RESTATED, "body": "The relay listens on 8000."}).status == "active"
+    assert mem.remember(**{**RESTATED, "body": "The relay listens on 8001."}).status == "active"
+    assert context_reads == ["acme"]
+    other = Memory(mem.pool, mem.url)  # another process's memory: its own kept canons
+    assert other.register_canon("acme", "README.md", README) == 1
+    assert mem.remember(**RESTATED).reason == V.REASON_CANON_DUPLICATE
+    assert context_reads == ["acme", "acme"]
+    with mem.connection() as conn:
+        assert conn.execute("SELECT count(*) FROM memory_inbox WHERE body LIKE 'Staging%'").fetchone()[0] == 0
+
+
+def test_a_rejection_under_a_kept_canon_is_counted_only_once_that_canon_is_still_the_projects(mem, conn,
+                                                                                          context_reads):
+    """A candidate that restates a document the project has since replaced (or dropped: a TRUNCATE too) is gated
+    again under the canon as it is now, before any rejection is counted."""
+    mem.register_canon("acme", "README.md", README)
+    assert mem.remember(**RESTATED).reason == V.REASON_CANON_DUPLICATE  # the process keeps this canon now
+    Memory(mem.pool, mem.url).register_canon("acme", "README.md", "# Setup\n\nThe relay is Ostwind's and it "
+                                                                  "listens on port 8000 for the office network.")
+    assert mem.remember(**RESTATED).status == "active"
+    mem.register_canon("acme", "NOTES.md", README)
+    assert mem.remember(**{**RESTATED, "title": "Staging TLS again"}).reason == V.REASON_CANON_DUPLICATE
+    conn.execute("TRUNCATE memory_canon")
+    conn.commit()
+    assert mem.remember(**{**RESTATED, "title": "Staging TLS once more"}).status == "active"
+    rejected = conn.execute("SELECT sum(count) FROM memory_rejections WHERE reason = %s",
+                            (V.REASON_CANON_DUPLICATE,)).fetchone()[0]
+    assert rejected == 2
 
 
 def test_no_secret_of_any_kind_persists_or_is_logged(mem, stored_text, caplog):
@@ -207,7 +262,7 @@ def test_named_queries_spell_the_live_statuses_from_the_vocabulary():
 
 
 def test_the_fold_functions_speak_the_vocabulary(conn):
-    """memory_fold (sql/018) and memory_remember (sql/019) spell statuses, outcomes, visibilities, the token prefix
+    """memory_fold (sql/018) and memory_remember (sql/022) spell statuses, outcomes, visibilities, the token prefix
     and the column lists as literals: read back from the database, they are the vocabulary's, so the probes and the
     ON CONFLICT match the live-content index, the captured columns match the inbox's, and the one-row fold writes a
     unit and a source exactly as the set-based one does."""
@@ -225,6 +280,9 @@ def test_the_fold_functions_speak_the_vocabulary(conn):
     assert fold.count("coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)") == 4, fold
     columns = ", ".join(V.INBOX_COLUMNS)
     assert remember.count(columns) == 2, remember  # inserted and selected: the same list
+    assert f"SELECT '{V.SWITCH_KILLED}'::text" in remember and f"SELECT '{V.CANON_CHANGED}'::text" in remember
+    killed = " ".join(database.query("events/_killed").split("\n", 1)[1].split())
+    assert killed in remember, killed  # the kill switch as every other read spells it
 
     def between(body: str, start: str, end: str) -> str:
         return body[body.index(start):body.index(end, body.index(start))]

@@ -1,4 +1,5 @@
--- Capture one gated candidate (a JSON object of the inbox columns) and fold it in one statement: memory_remember
--- (sql/018_fold_functions.sql); its outcome, unit id, number, status and whether it was a replay.
+-- Capture one gated candidate (a JSON object of the inbox columns) and fold it in one statement, under the canon
+-- version its gates read: memory_remember (sql/022_remember_checks_the_canon.sql); its outcome, unit id, number,
+-- status and whether it was a replay.
 SELECT outcome, unit_id, number, status, replayed
-FROM memory_remember(%(row)s::jsonb, %(trust)s::real);
+FROM memory_remember(%(row)s::jsonb, %(trust)s::real, %(canon)s::uuid);
