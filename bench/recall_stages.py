@@ -120,6 +120,7 @@ def main() -> None:
         if hasattr(fusion, name):
             watch.wrap(fusion, name, "fusion")
     watch.wrap(embeddings, "serving_model", "serving_model")
+    watch.wrap(api, "opening", "serving_model")  # the kill switch with the serving model, one round trip
     mem = api.connect()
     encode = mem.encoder
 

@@ -20,7 +20,7 @@ from memory_assets.ledger.capture import Gating as Gating  # re-exported: the im
 from memory_assets.ledger.capture import RememberResult
 from memory_assets.recall import RecallResult
 from memory_assets.recall import rerank as cross_encoder
-from memory_assets.recall.request import validate_query
+from memory_assets.recall.request import opening, validate_query
 
 log = logging.getLogger(__name__)
 
@@ -135,12 +135,13 @@ class Memory:
         rerank = V.RECALL_RERANK if rerank is None else rerank
         reranker = cross_encoder.configured() if rerank else None  # loaded (once) before a connection is held
         with self.connection() as conn:
-            if events.killed(conn):
+            killed, serving_model = opening(conn)
+            if killed:
                 validate_query(project, query, k, kinds, types, paths, as_of, legs)
                 return RecallResult(hits=[], mode=V.MEMORY_OFF, notes=["memory is off: the kill switch is on"])
             return recall.recall(conn, project, query, k, as_of=as_of, kinds=kinds, types=types, paths=paths,
                                  actor=actor, encoder=self.encoder, legs=legs, prf=prf, second_round=second_round,
-                                 rerank=rerank, reranker=reranker)
+                                 rerank=rerank, reranker=reranker, serving_model=serving_model)
 
     def forget(self, project: str, token: str, actor: authz.Actor, reason: str | None = None) -> str:
         """Tombstone a unit everywhere for good; returns its id. Like the CLI and the MCP server, only an operator

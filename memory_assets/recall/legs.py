@@ -83,9 +83,15 @@ def statement_params(params: dict[str, Any], vector: Any, sparse: bool) -> dict[
             "overfetch": hnsw_candidates(params["k"]) * V.HNSW_OVERFETCH, "walk_min_share": V.HNSW_WALK_MIN_SHARE}
 
 
+def send_cited_text(conn: psycopg.Connection[Any], ids: list[str], reader: str) -> psycopg.Cursor[dict[str, Any]]:
+    """Ask for the hits' text, validity and the citations their reader may see; in pipeline mode the answer comes
+    with the transaction's COMMIT, in one round trip (cited_text reads it)."""
+    cursor = conn.cursor(row_factory=dict_row)
+    return cursor.execute(query("recall/cited_text"), {"ids": ids, "reader": reader}, prepare=True)
+
+
 @tracing.traced("memory.recall.citations", tracing.rows)
-def cited_text(conn: psycopg.Connection[Any], ids: list[str], reader: str) -> dict[str, dict[str, Any]]:
-    """The hits' text, validity and the citations their reader may see."""
-    with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(query("recall/cited_text"), {"ids": ids, "reader": reader}, prepare=True)
-        return {r["unit_id"]: r for r in rows.fetchall()}
+def cited_text(sent: psycopg.Cursor[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The hits' text, validity and citations that send_cited_text asked for, by unit id."""
+    with sent:
+        return {r["unit_id"]: r for r in sent.fetchall()}

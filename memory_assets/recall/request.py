@@ -19,6 +19,13 @@ from memory_assets.errors import ValidationError
 LEGS = ("hybrid", "dense", "sparse")
 
 
+def opening(conn: psycopg.Connection[Any]) -> tuple[bool, str]:
+    """Whether the kill switch is on and the model recall serves, read in one round trip before a request."""
+    killed, serving_model = one(conn.execute(named_query("recall/opening"), embeddings.SERVING_MODEL_PARAMS,
+                                             prepare=True))
+    return bool(killed), str(serving_model)
+
+
 def tsquery_terms(query: str) -> list[str]:
     """The query's searchable words, de-duplicated, at most RECALL_MAX_QUERY_TERMS."""
     words = [w.lower() for w in re.findall(r"[A-Za-z0-9]+", query)]

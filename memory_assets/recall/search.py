@@ -14,7 +14,7 @@ from memory_assets import authz, embeddings, tracing
 from memory_assets import vocabulary as V
 from memory_assets.recall import expansion, fusion
 from memory_assets.recall import rerank as cross_encoder
-from memory_assets.recall.legs import candidates, cited_text, seedable
+from memory_assets.recall.legs import candidates, cited_text, seedable, send_cited_text
 from memory_assets.recall.request import request_params, tsquery_terms, validate_query
 
 QueryEncoder = Callable[[str, str], "np.ndarray[Any, Any] | None"]  # (model key, query) -> vector, None if unavailable
@@ -67,11 +67,13 @@ def recall(conn: psycopg.Connection[Any], project: str, query: str, k: int = V.R
            paths: Sequence[str] | None = None, actor: authz.Actor | None = None,
            encoder: QueryEncoder | None = None, legs: str = "hybrid",
            weights: tuple[float, float] | None = None, prf: bool | None = None, second_round: bool | None = None,
-           rerank: bool | None = None, reranker: cross_encoder.Reranker | None = None) -> RecallResult:
+           rerank: bool | None = None, reranker: cross_encoder.Reranker | None = None,
+           serving_model: str | None = None) -> RecallResult:
     """Recall the units of a project that best answer a query, valid at `as_of` (default now), with citations.
 
     `prf`, `second_round` and `rerank` switch the query-side stages (None: the vocabulary's defaults, all off);
-    `reranker` is the cross-encoder the rerank stage uses (None: the stage is skipped with a note).
+    `reranker` is the cross-encoder the rerank stage uses (None: the stage is skipped with a note);
+    `serving_model` is the serving model when the caller read it already (request.opening), else read here.
     """
     validate_query(project, query, k, kinds, types, paths, as_of, legs)
     weights = weights or (V.DENSE_WEIGHT, V.SPARSE_WEIGHT)
@@ -91,36 +93,39 @@ def recall(conn: psycopg.Connection[Any], project: str, query: str, k: int = V.R
     encoded_for, vector = None, None
     if legs in ("hybrid", "dense") and encoder is not None:
         with tracing.span("memory.recall.encode") as encoding:
-            encoded_for = embeddings.serving_model(conn)
+            encoded_for = serving_model or embeddings.serving_model(conn)
             vector = encoder(encoded_for, query)
             tracing.record(encoding, model=encoded_for, vector=vector is not None)
-    # pipeline mode: after BEGIN, the role and scopes, the context and every candidate come back in one round trip;
-    # the query-side rounds run in the same scoped transaction, so they see only what the first round may
-    with conn.pipeline(), authz.scoped(conn, actor):
-        sparse_leg = bool(terms) and legs in ("hybrid", "sparse")
-        found = candidates(conn, params, encoded_for or V.DEFAULT_SERVING_MODEL, vector, sparse_leg)
-        if vector is not None and found.model_key != encoded_for:  # the serving model switched in between
-            vector = None
-            notes.append(f"the serving model changed to {found.model_key} during the request")
-        elif vector is None and legs != "sparse":
-            notes.append("no query vector: the embedding model is unavailable")
-        elif vector is not None and not found.dense:
-            notes.append(f"no vectors of the serving model {found.model_key} match")
-        dense, sparse, scoring = found.dense, found.sparse, found.details
-        mode = "hybrid" if dense and terms else ("dense_only" if dense else "sparse_only")
-        fused = fusion.fuse(dense, sparse, weights)
-        if not fused:
-            return RecallResult(hits=[], mode=mode, notes=notes)
-        near, episodic = found.near, seedable(found)
-        if prf or second_round:
-            first = {unit_id: dict(entry) for unit_id, entry in fused.items()}
-            best = structured(first, near, episodic, scoring, query, at, V.FEEDBACK_DOCS, feedback=True)
-            extra = expansion.rounds(conn, params, query, found, best, vector, sparse_leg, weights, prf=prf,
-                                     second_round=second_round)
-            expansion.mix(fused, scoring, near, episodic, extra)
-        wanted = max(k, V.RERANK_TOP_N) if rerank and reranker is not None else k
-        top = structured(fused, near, episodic, scoring, query, at, wanted, notes)
-        cited = cited_text(conn, top, actor.name)
+    # pipeline mode: after BEGIN, the role and scopes, the context and every candidate come back in one round trip,
+    # and the hits' text with the COMMIT in a second; the query-side rounds run in the same scoped transaction, so
+    # they see only what the first round may
+    with conn.pipeline():
+        with authz.scoped(conn, actor):
+            sparse_leg = bool(terms) and legs in ("hybrid", "sparse")
+            found = candidates(conn, params, encoded_for or V.DEFAULT_SERVING_MODEL, vector, sparse_leg)
+            if vector is not None and found.model_key != encoded_for:  # the serving model switched in between
+                vector = None
+                notes.append(f"the serving model changed to {found.model_key} during the request")
+            elif vector is None and legs != "sparse":
+                notes.append("no query vector: the embedding model is unavailable")
+            elif vector is not None and not found.dense:
+                notes.append(f"no vectors of the serving model {found.model_key} match")
+            dense, sparse, scoring = found.dense, found.sparse, found.details
+            mode = "hybrid" if dense and terms else ("dense_only" if dense else "sparse_only")
+            fused = fusion.fuse(dense, sparse, weights)
+            if not fused:
+                return RecallResult(hits=[], mode=mode, notes=notes)
+            near, episodic = found.near, seedable(found)
+            if prf or second_round:
+                first = {unit_id: dict(entry) for unit_id, entry in fused.items()}
+                best = structured(first, near, episodic, scoring, query, at, V.FEEDBACK_DOCS, feedback=True)
+                extra = expansion.rounds(conn, params, query, found, best, vector, sparse_leg, weights, prf=prf,
+                                         second_round=second_round)
+                expansion.mix(fused, scoring, near, episodic, extra)
+            wanted = max(k, V.RERANK_TOP_N) if rerank and reranker is not None else k
+            top = structured(fused, near, episodic, scoring, query, at, wanted, notes)
+            sent = send_cited_text(conn, top, actor.name)
+        cited = cited_text(sent)  # after the COMMIT was queued: the two come back in one round trip
     if rerank and reranker is not None:  # outside the transaction: the model never holds a connection
         top = cross_encoder.rerank(reranker, query, top, cited, fused, k)
     return RecallResult(hits=[hit(cited[u], fused[u], u, mode) for u in top], mode=mode, notes=notes)
