@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 import psycopg
@@ -96,8 +96,26 @@ def scoped(conn: psycopg.Connection, actor: Actor) -> Iterator[psycopg.Connectio
     filters the rows (other projects, other personas' private units and sources)."""
     check_actor(actor)
     outermost = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-    with conn.transaction():
+    pipelined = conn.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF
+    with pipelined_transaction(conn) if outermost and pipelined and conn.autocommit else conn.transaction():
         conn.execute(SET_SCOPES, [V.APP_ROLE, *(",".join(getattr(actor, scope)) for scope in SCOPES), actor.name])
         yield conn
         if not outermost:  # inside an outer transaction SET LOCAL would outlive this block: hand the role back
             conn.execute(SET_SCOPES, ["none", *("" for _ in SCOPES), V.NO_PERSONA])
+
+
+@contextmanager
+def pipelined_transaction(conn: psycopg.Connection) -> Iterator[None]:
+    """A transaction whose BEGIN and COMMIT travel with the statements next to them, on an autocommit connection in
+    pipeline mode: psycopg's transaction() waits for the server after BEGIN and before COMMIT (two round trips of a
+    recall's five). On an error it rolls back (the pool would otherwise, returned the connection in a transaction)."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    except BaseException:
+        with suppress(psycopg.Error), conn.pipeline() as pipeline:
+            pipeline.sync()  # ends a segment an error aborted: libpq would skip the ROLLBACK queued in it
+        with suppress(psycopg.Error):
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")

@@ -363,25 +363,78 @@ def test_as_of_does_not_serve_an_episode_after_its_ttl_expiry(mem, conn, embedde
     assert mem.recall("acme", query).hits == []
 
 
-def test_a_recall_waits_on_the_server_five_times(mem, conn, embedder):
-    """Seven statements, five waits: the serving model (before encoding), the transaction's start, then the role
-    and scopes, the request's context and every candidate with what scoring reads of it in one round trip
-    (pipeline mode, one statement), the cited text, the commit. Before: ten statements, each a round trip."""
+def sent_messages(conn: psycopg.Connection, call) -> list[str]:
+    """The protocol messages the client sends on a connection while `call` runs (libpq's trace)."""
+    with tempfile.TemporaryFile("w+") as trace:
+        conn.pgconn.trace(trace.fileno())
+        try:
+            call()
+        finally:
+            conn.pgconn.untrace()
+        trace.seek(0)
+        return [fields[3].split()[0] for fields in (line.split("\t") for line in trace) if fields[1:2] == ["F"]]
+
+
+def waits(sent: list[str]) -> int:
+    """How often the client waited for the server: a Sync, Flush or simple Query that more messages follow (a run of
+    syncs and flushes is one wait)."""
+    return sum(m in ("Sync", "Flush", "Query") and after not in ("Sync", "Flush")
+               for m, after in zip(sent, [*sent[1:], None], strict=True))
+
+
+def test_a_recall_waits_on_the_server_three_times_and_four_through_the_api(mem, conn, clean, embedder):
+    """Through recall(): the serving model (before encoding); then the transaction's BEGIN, the role and scopes, the
+    request's context and every candidate with what scoring reads of it (pipeline mode, one statement); then the
+    cited text with the COMMIT. psycopg's transaction() waited after BEGIN and before COMMIT as well (five waits),
+    and ten statements were each a round trip before that. Through Memory.recall: the pool's check, then the kill
+    switch with the serving model (it read them apart: six waits)."""
     for i, (title, body) in enumerate(HYBRID_FIXTURE):
         mem.remember(project="acme", kind="note", type="episodic", title=title, body=body, session_id="S-1",
                      task_id=f"T-{i}")
     embed_all(conn, embedder)
     conn.commit()
-    with tempfile.TemporaryFile("w+") as trace:
-        conn.pgconn.trace(trace.fileno())
-        result = recall(conn, "acme", QUERY, k=3, encoder=lambda model, query: embedder.encode([query])[0])
-        conn.pgconn.untrace()
-        trace.seek(0)
-        sent = [fields[3].split()[0] for fields in (line.split("\t") for line in trace) if fields[1:2] == ["F"]]
-    assert result.mode == "hybrid" and len(result) == 3
-    waits = [m for m, after in zip(sent, [*sent[1:], None], strict=True) if m in ("Sync", "Flush", "Query")
-             and after not in ("Sync", "Flush")]  # consecutive syncs and flushes are one wait
-    assert (len(waits), sum(m in ("Bind", "Query") for m in sent)) == (5, 7), sent
+
+    def encode(model, query):
+        return embedder.encode([query])[0]
+
+    results = []
+    sent = sent_messages(conn, lambda: results.append(recall(conn, "acme", QUERY, k=3, encoder=encode)))
+    assert results[0].mode == "hybrid" and len(results[0]) == 3
+    assert (waits(sent), sum(m in ("Bind", "Query") for m in sent)) == (3, 7), sent
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+    with memory_assets.connect(clean, pool_size=1) as one:
+        one.encoder = encode
+        one.recall("acme", QUERY, k=3)
+        with one.connection() as pooled:
+            traced = pooled
+        sent = sent_messages(traced, lambda: results.append(one.recall("acme", QUERY, k=3)))
+    assert [h.token for h in results[1]] == [h.token for h in results[0]]
+    assert waits(sent) == 4, sent
+
+
+def test_a_failed_pipelined_recall_rolls_back_and_leaves_the_connection_idle(mem, conn, embedder, monkeypatch):
+    """BEGIN and COMMIT travel with the statements next to them (authz.pipelined_transaction): an error inside the
+    transaction rolls it back, and the connection serves the next request."""
+    note(mem, "acme", "Relay", "The relay listens on 8000.")
+    embed_all(conn, embedder)
+    conn.commit()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("scoring failed")
+
+    with monkeypatch.context() as patched:
+        patched.setattr("memory_assets.recall.search.structured", broken)
+        with pytest.raises(RuntimeError, match="scoring failed"):
+            recall(conn, "acme", "relay port")
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert conn.execute("SELECT current_user = session_user, current_setting('memory.read', true)").fetchone() == (
+        True, "")
+    with (pytest.raises(psycopg.errors.UndefinedColumn), conn.pipeline(),
+          authz.scoped(conn, authz.Actor.reader("acme"))):
+        conn.execute("SELECT no_such_column FROM memory_units").fetchall()
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert [h.title for h in recall(conn, "acme", "relay port")] == ["Relay"]
 
 
 def test_neighbours_are_fetched_for_exactly_the_seedable_candidates(mem, conn, embedder, monkeypatch):
