@@ -49,6 +49,11 @@ class Canons:
         """The project's canon as last read, or None."""
         return self._kept.get(project)
 
+    def drop(self, project: str) -> None:
+        """Forget a project's canon: the server said it changed."""
+        with self._lock:
+            self._kept.pop(project, None)
+
     def keep(self, project: str, canon: Canon) -> None:
         """Keep a project's canon as just read."""
         with self._lock:

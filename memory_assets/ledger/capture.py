@@ -125,30 +125,16 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersed
     """
     supersedes = supersedes_token(supersedes)
     canons = canons if canons is not None else canon.Canons(size=0)
-    gated = canons.known(candidate.project)
-    fresh = False
+    written = gates.without_source_text(candidate)
     for _ in range(V.REMEMBER_CANON_ATTEMPTS):
-        if gated is None:
-            killed, gated = canon.write_context(conn, candidate.project)
-            if killed:
-                return KILLED
-            canons.keep(candidate.project, gated)
-            fresh = True
-        with tracing.span("memory.remember.gates"), _GATING:
-            reason = gates.gate(candidate, gated.chunks)
-        if reason and not fresh:  # rejected under a kept canon: counted only with the switch off and that canon current
-            killed, current = canon.write_context(conn, candidate.project)
-            if killed:
-                return KILLED
-            if current.version != gated.version:
-                canons.keep(candidate.project, current)
-                gated, fresh = current, True
-                continue
+        verdict = gated_under_canon(conn, candidate, canons)
+        if verdict is None:
+            return KILLED
+        gated, reason = verdict
         if reason:
             with conn.transaction():
                 record_rejection(conn, candidate, reason)
             return RememberResult(status=V.OUTCOME_REJECTED, reason=reason)
-        written = gates.without_source_text(candidate)
         with tracing.span("memory.remember.fold"):
             # without a supersession, the capture and fold are one statement (a server-side function,
             # sql/022_remember_checks_the_canon.sql), its own transaction on an autocommit connection: one round
@@ -161,7 +147,7 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersed
             return KILLED
         if outcome != V.CANON_CHANGED:
             break
-        gated = None
+        canons.drop(candidate.project)
     else:
         raise RuntimeError(f"the canon of project {candidate.project} changed during each of "
                            f"{V.REMEMBER_CANON_ATTEMPTS} attempts to remember a candidate")
@@ -171,6 +157,27 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersed
         return RememberResult(status=V.OUTCOME_REJECTED, reason=V.REASON_FORGOTTEN)
     status = V.OUTCOME_DUPLICATE if (outcome == V.INBOX_DUPLICATE or replayed) else status
     return RememberResult(status=status, token=tokens.token_of(number), unit_id=str(unit_id))
+
+
+def gated_under_canon(conn: psycopg.Connection[Any], candidate: gates.Candidate,
+                      canons: canon.Canons) -> tuple[canon.Canon, str | None] | None:
+    """The gates' verdict and the canon it was given under: the kept canon when it lets the candidate pass (the
+    write checks its version), else the canon read now with the kill switch (a rejection is counted only under the
+    project's current canon); None while the kill switch is on."""
+    kept = canons.known(candidate.project)
+    if kept is not None:
+        with tracing.span("memory.remember.gates"), _GATING:
+            reason = gates.gate(candidate, kept.chunks)
+        if not reason:
+            return kept, None
+    killed, current = canon.write_context(conn, candidate.project)
+    if killed:
+        return None
+    canons.keep(candidate.project, current)
+    if kept is not None and current.version == kept.version:
+        return kept, reason
+    with tracing.span("memory.remember.gates"), _GATING:
+        return current, gates.gate(candidate, current.chunks)
 
 
 def superseding(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersedes: str,
