@@ -138,21 +138,23 @@ GOALS = (
          "the same steps as for mem0: the floor is the question's encoding plus one matrix product, with no "
          "full-text leg, fusion, conversation structure or citations"),
     Goal("recall p95 at 100k units / numpy p95 (ex encoding)", "recall", ("sizes", "100000", "ratio_p95"), 2.0, True,
-         X, "the ~7 ms around the search at p95 (scoped transaction, request context, details and fusion of the 40 "
-         "candidates, citations); the search alone is about numpy's time (1.04x at f903cfe, the walk planned once "
-         "and never replaced by a sort, docs/scaling.md item 9); the ratio moves with the machine's BLAS"),
+         X, "what is around the search (a 10k-unit call: ~2.2 ms of 3.1 ms p50 after the round trips went from six "
+         "to four: the pool's check, the candidates statement's details and neighbours beyond the walk, the cited "
+         "text, fusion; docs/scaling.md item 9) and the walk's tail at ef_search ~316; the search alone is about "
+         "numpy's time (1.0-1.3x); the ratio moves with the machine's BLAS (numpy's 100k scan 5.4 ms on a Xeon, "
+         "12.1 ms on an EPYC here)"),
     Goal("remember(), one writer", "ingest", ("units_per_second_median", "remember_1"), 1000, False, " units/s",
          "compare durable_commit (INSERT + COMMIT alone) in ingest.json: where the disk's flush is the bound, only "
          "batching (remember_many), never an unflushed acknowledgement; where it is not, the server's own work: a "
-         "call is two round trips (the kill switch with the canon, then the write as one autocommit statement: "
-         "memory_remember's single-row fold), and ~0.45 ms of the server's time is the rows and index entries the "
-         "write touches (the unit with its indexes and tsvector ~0.2 ms; the inbox row inserted then linked, and the "
-         "source with its audience trigger ~0.13 ms) before the flush; the gates ~0.1 ms of CPU; next: fewer index "
-         "entries per unit, or the inbox row written once already folded (~0.03 ms when measured)"),
+         "call is one statement after the pool's check (memory_remember checks the kill switch and the canon version "
+         "the gates read, then folds its one row), ~0.6-0.8 ms of the server's time that neither its indexes, "
+         "triggers and foreign keys (~0.13 ms together) nor its statement count (~5-12 us each) account for "
+         "(docs/scaling.md item 2); next: locate that cost (clock_timestamp() per statement inside the function)"),
     Goal("bulk import (remember_many)", "ingest", ("units_per_second_median", "import"), 5000, False, " units/s",
-         "the gates of the next batch already run beside the fold of the last one; the fold is ~100 us of server "
-         "time per row (the unit's insert with its indexes and tsvector, the audit row, the inbox link and source; "
-         "the journal trigger ~10 us): fewer indexes touched per row, or the inbox rows written folded"),
+         "the gates of the next batch already run beside the fold of the last one; per line ~30-40 us of validation "
+         "in the reading thread, ~80-100 us of gates in the gate processes and ~95 us of the server's fold (the "
+         "unit's insert with its indexes and tsvector, the audit row, the inbox link and source, ~17 us of foreign-"
+         "key checks) share two cores: fewer index entries per row, or the inbox rows written folded"),
     Goal("embedding stage / raw encode()", "embed", ("ratio_stage_vs_raw_encode",), 0.9, False, X,
          "the writes already overlap the encoding (one batch in flight) and the figure follows an untimed warm-up "
          "with the order alternating: what is left is the stage's own reads and version-guarded writes with the "
