@@ -108,7 +108,7 @@ def scoped(conn: psycopg.Connection, actor: Actor) -> Iterator[psycopg.Connectio
 def pipelined_transaction(conn: psycopg.Connection) -> Iterator[None]:
     """A transaction whose BEGIN and COMMIT travel with the statements next to them, on an autocommit connection in
     pipeline mode: psycopg's transaction() waits for the server after BEGIN and before COMMIT (two round trips of a
-    recall's five). On an error it rolls back (the pool would otherwise, returned the connection in a transaction)."""
+    recall's five). On an error it rolls back, as transaction() does."""
     conn.execute("BEGIN")
     try:
         yield

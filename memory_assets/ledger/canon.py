@@ -40,7 +40,7 @@ class Canons:
     nothing before its write: the write sends the version, and the server writes nothing if it changed since."""
 
     def __init__(self, size: int = V.CANON_PROJECTS_KEPT) -> None:
-        """An empty store that keeps up to `size` projects, the least recently read one dropped first."""
+        """An empty store that keeps up to `size` projects, the one kept longest ago dropped first."""
         self.size = size
         self._kept: dict[str, Canon] = {}
         self._lock = threading.Lock()

@@ -1,13 +1,13 @@
 """Hybrid recall end to end on the real store: legs, filters before LIMIT, as_of, RLS, visibility, cues."""
 
 import math
-import tempfile
 from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
 
 import memory_assets
+from bench.recall_stages import round_trips
 from memory_assets import authz, database, embeddings, lifecycle
 from memory_assets import vocabulary as V
 from memory_assets.errors import ValidationError
@@ -363,25 +363,6 @@ def test_as_of_does_not_serve_an_episode_after_its_ttl_expiry(mem, conn, embedde
     assert mem.recall("acme", query).hits == []
 
 
-def sent_messages(conn: psycopg.Connection, call) -> list[str]:
-    """The protocol messages the client sends on a connection while `call` runs (libpq's trace)."""
-    with tempfile.TemporaryFile("w+") as trace:
-        conn.pgconn.trace(trace.fileno())
-        try:
-            call()
-        finally:
-            conn.pgconn.untrace()
-        trace.seek(0)
-        return [fields[3].split()[0] for fields in (line.split("\t") for line in trace) if fields[1:2] == ["F"]]
-
-
-def waits(sent: list[str]) -> int:
-    """How often the client waited for the server: a Sync, Flush or simple Query that more messages follow (a run of
-    syncs and flushes is one wait)."""
-    return sum(m in ("Sync", "Flush", "Query") and after not in ("Sync", "Flush")
-               for m, after in zip(sent, [*sent[1:], None], strict=True))
-
-
 def test_a_recall_waits_on_the_server_three_times_and_four_through_the_api(mem, conn, clean, embedder):
     """Through recall(): the serving model (before encoding); then the transaction's BEGIN, the role and scopes, the
     request's context and every candidate with what scoring reads of it (pipeline mode, one statement); then the
@@ -398,9 +379,8 @@ def test_a_recall_waits_on_the_server_three_times_and_four_through_the_api(mem, 
         return embedder.encode([query])[0]
 
     results = []
-    sent = sent_messages(conn, lambda: results.append(recall(conn, "acme", QUERY, k=3, encoder=encode)))
+    assert round_trips(conn, lambda: results.append(recall(conn, "acme", QUERY, k=3, encoder=encode))) == (3, 7)
     assert results[0].mode == "hybrid" and len(results[0]) == 3
-    assert (waits(sent), sum(m in ("Bind", "Query") for m in sent)) == (3, 7), sent
     assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
     with memory_assets.connect(clean, pool_size=1) as one:
@@ -408,9 +388,9 @@ def test_a_recall_waits_on_the_server_three_times_and_four_through_the_api(mem, 
         one.recall("acme", QUERY, k=3)
         with one.connection() as pooled:
             traced = pooled
-        sent = sent_messages(traced, lambda: results.append(one.recall("acme", QUERY, k=3)))
+        waits, _ = round_trips(traced, lambda: results.append(one.recall("acme", QUERY, k=3)))
     assert [h.token for h in results[1]] == [h.token for h in results[0]]
-    assert waits(sent) == 4, sent
+    assert waits == 4
 
 
 def test_a_failed_pipelined_recall_rolls_back_and_leaves_the_connection_idle(mem, conn, embedder, monkeypatch):
