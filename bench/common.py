@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import statistics
 import tempfile
 import time
@@ -25,14 +26,17 @@ def scratch_memory(pool_size: int = 20, graph: bool = False):
     home = tempfile.mkdtemp(prefix="memory_assets_bench_")
     if graph:
         os.environ["MEMORY_ASSETS_HOME"] = home
-    server = None if os.environ.get("DATABASE_URL") else database.embedded_server(home)
-    mem = memory_assets.connect(home=home, pool_size=pool_size)
     try:
-        yield mem
-    finally:
-        mem.close()
-        if server is not None:
-            server.cleanup()
+        server = None if os.environ.get("DATABASE_URL") else database.embedded_server(home)
+        mem = memory_assets.connect(home=home, pool_size=pool_size)
+        try:
+            yield mem
+        finally:
+            mem.close()
+            if server is not None:
+                server.cleanup()
+    finally:  # the store is the run's alone: a 100k-unit one holds ~1.7 GB, and a make bench left 10 behind
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def timed(fn, *args, **kwargs):
