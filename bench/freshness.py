@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -185,6 +186,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         mem.close()
         if server is not None:
             server.cleanup()
+        shutil.rmtree(home, ignore_errors=True)  # the store and the deployment's files are this run's alone
     data = {
         "what": "seconds from remember()/correct() returning to the first recall served by the dense leg, with "
                 "`memory-assets dev` (webserver + daemon) running; one sample at a time",

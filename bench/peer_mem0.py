@@ -17,6 +17,7 @@ import ipaddress
 import json
 import os
 import re
+import shutil
 import socket
 import statistics
 import sys
@@ -309,6 +310,7 @@ def main() -> None:
             llm_calls = peer.llm.calls
         finally:
             peer_server.cleanup()
+            shutil.rmtree(peer_home, ignore_errors=True)  # the peer's store is this run's alone
     guard.uninstall()
     write_result("peer", {
         "data": Path(args.data).name, "units": "dialog", "k": args.k, "model": model,
