@@ -146,9 +146,9 @@ GOALS = (
     Goal("remember(), one writer", "ingest", ("units_per_second_median", "remember_1"), 1000, False, " units/s",
          "compare durable_commit (INSERT + COMMIT alone) in ingest.json: where the disk's flush is the bound, only "
          "batching (remember_many), never an unflushed acknowledgement; where it is not, the server's own work: a "
-         "call is one statement after the pool's check (memory_remember checks the kill switch and the canon version "
-         "the gates read, then folds its one row), ~0.7 ms of the server's time, timed per statement: the unit's "
-         "insert ~250 us (heap, eight indexes, tsvector, foreign keys, journal), the inbox link with the source "
+         "call is one statement after the pool's check (memory_remember_gated checks the kill switch and the canon "
+         "version the gates read, then folds its one row), ~0.7 ms of the server's time, timed per statement: the "
+         "unit's insert ~250 us (heap, eight indexes, tsvector, foreign keys, journal), the inbox link with the source "
          "~135 us, the inbox row ~100 us, the counter's lock and update ~90 us (docs/scaling.md item 2); next: what "
          "of the unit's insert is the heap, the unique checks and the tsvector"),
     Goal("bulk import (remember_many)", "ingest", ("units_per_second_median", "import"), 5000, False, " units/s",

@@ -262,12 +262,12 @@ def test_named_queries_spell_the_live_statuses_from_the_vocabulary():
 
 
 def test_the_fold_functions_speak_the_vocabulary(conn):
-    """memory_fold (sql/018) and memory_remember (sql/022) spell statuses, outcomes, visibilities, the token prefix
-    and the column lists as literals: read back from the database, they are the vocabulary's, so the probes and the
-    ON CONFLICT match the live-content index, the captured columns match the inbox's, and the one-row fold writes a
-    unit and a source exactly as the set-based one does."""
-    fold, remember = (" ".join(conn.execute(f"SELECT pg_get_functiondef('{name}'::regproc)").fetchone()[0].split())
-                      for name in ("memory_fold", "memory_remember"))
+    """memory_fold (sql/018), memory_remember (sql/019) and memory_remember_gated (sql/022) spell statuses,
+    outcomes, visibilities, the token prefix, the kill switch and the column lists as literals: read back from the
+    database, they are the vocabulary's, so the probes and the ON CONFLICT match the live-content index, the captured
+    columns match the inbox's, and the one-row fold writes a unit and a source exactly as the set-based one does."""
+    fold, remember, gated = (" ".join(conn.execute(f"SELECT pg_get_functiondef('{name}'::regproc)").fetchone()[0]
+                                      .split()) for name in ("memory_fold", "memory_remember", "memory_remember_gated"))
     live = f"status IN {database.sql_list(V.LIVE_STATUSES)}"
     forgotten = f"status = '{V.STATUS_FORGOTTEN}'"
     for body, lives, forgottens in ((fold, 3, 2), (remember, 3, 1)):
@@ -280,9 +280,10 @@ def test_the_fold_functions_speak_the_vocabulary(conn):
     assert fold.count("coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)") == 4, fold
     columns = ", ".join(V.INBOX_COLUMNS)
     assert remember.count(columns) == 2, remember  # inserted and selected: the same list
-    assert f"SELECT '{V.SWITCH_KILLED}'::text" in remember and f"SELECT '{V.CANON_CHANGED}'::text" in remember
+    assert f"SELECT '{V.SWITCH_KILLED}'::text" in gated and f"SELECT '{V.CANON_CHANGED}'::text" in gated
     killed = " ".join(database.query("events/_killed").split("\n", 1)[1].split())
-    assert killed in remember, killed  # the kill switch as every other read spells it
+    assert killed in gated, killed  # the kill switch as every other read spells it
+    assert "SELECT * FROM memory_remember(candidate, fold_trust)" in gated, gated  # sql/019's fold, not a copy
 
     def between(body: str, start: str, end: str) -> str:
         return body[body.index(start):body.index(end, body.index(start))]
