@@ -177,13 +177,14 @@ class Memory:
         actor = actor or authz.Actor.reader(project)
         authz.check_actor(actor)
         with self.connection() as conn:
-            if events.killed(conn):
+            killed, serving_model = opening(conn)
+            if killed:
                 return ""
             if task_id and events.effective_memory(conn, task_id, epic_id)["value"] == "off":
                 return ""
             if query:
                 hits = recall.recall(conn, project, query, V.PROMPT_MAX_UNITS, types=list(V.INJECTABLE_TYPES),
-                                     actor=actor, encoder=self.encoder)
+                                     actor=actor, encoder=self.encoder, serving_model=serving_model)
                 shown = [{"id": h.token, "kind": h.kind, "title": h.title, "body": h.body} for h in hits]
             else:
                 shown = self._bundle_units(conn, project, actor)

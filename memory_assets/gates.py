@@ -587,9 +587,14 @@ def _screen(pattern: re.Pattern[str]) -> Callable[[str], object] | None:
         if not all(needle.isascii() for needle in needles):
             return None
         if len(needles) == 1:
-            folded_needle = needles[0]
+            (folded_needle,) = needles
             return lambda text: folded_needle in case_folded(text)
-        return lambda text: any(needle in folded for folded in (case_folded(text),) for needle in needles)
+
+        def folded_screen(text: str) -> bool:
+            folded = case_folded(text)
+            return any(needle in folded for needle in needles)
+
+        return folded_screen
     if len(best) == 1:
         needle = best[0]
         return lambda text: needle in text
