@@ -124,6 +124,12 @@ class Memory:
                 return {"captured": 0, "inserted": 0, "rejected": {}, V.MEMORY_OFF: True}
             return capture.remember_many(conn, candidates, fold_now=fold_now, gate_workers=gate_workers)
 
+    def refresh_statistics(self, written: int = 0) -> bool:
+        """After a bulk load (the import): ANALYZE the units when they changed past autovacuum's threshold, so the
+        next recall is planned on statistics that know them (database.refresh_statistics)."""
+        with self.connection() as conn:
+            return database.refresh_statistics(conn, V.UNITS_TABLE, written)
+
     def recall(self, project: str, query: str, k: int = V.RECALL_DEFAULT_K, as_of: datetime | None = None,
                kinds: list[str] | None = None, types: list[str] | None = None, paths: list[str] | None = None,
                actor: authz.Actor | None = None, legs: str = "hybrid", *, prf: bool | None = None,

@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from memory_assets import vocabulary as V
@@ -377,3 +378,20 @@ def _reconnect_failed(pool: ConnectionPool) -> None:
     """Say so when a reconnect gave up: the pool stops trying until a request needs a connection again."""
     log.warning("pool %s: no connection for %.0f s; the next request tries again", pool.name,
                 V.POOL_RECONNECT_TIMEOUT_SECONDS)
+
+
+def refresh_statistics(conn: psycopg.Connection[Any], table: str, written: int = 0) -> bool:
+    """ANALYZE a table that bulk writes changed past autovacuum's own threshold, at once instead of at the daemon's
+    next round: until then the planner reads the old statistics (recall on a LoCoMo store the graph had just
+    loaded: 14.3 against 10.0 ms p50). `written` counts the caller's own rows, which the statistics may not show
+    yet. True when it analysed; a VACUUM or ANALYZE already running on the table leaves it to autovacuum."""
+    try:
+        with conn.transaction():
+            stale = one(conn.execute(query("database/statistics_stale"), {"table": table, "written": written}))[0]
+            if stale:
+                conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(V.ANALYZE_LOCK_TIMEOUT_MS)))
+                conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
+    except psycopg.errors.LockNotAvailable:
+        log.info("statistics of %s left to autovacuum: the table is being vacuumed or analysed", table)
+        return False
+    return bool(stale)

@@ -184,6 +184,10 @@ DAGSTER_DATABASE = "dagster"
 # `make dev`'s dagster.yaml reads Dagster's storage URL from this variable (set for its processes, never on disk)
 DAGSTER_STORAGE_URL_ENV = "MEMORY_ASSETS_DAGSTER_STORAGE_URL"
 POOL_MAX_SIZE = 20
+# Statistics after a bulk write (database.refresh_statistics): the table the folds and curation grow, and how long
+# an ANALYZE waits for a VACUUM or ANALYZE already running on it before it leaves the table to autovacuum
+UNITS_TABLE = "memory_units"
+ANALYZE_LOCK_TIMEOUT_MS = 1000
 # Self-healing (database.open_pool, database.revive, the dagster.yaml runner.dagster_home writes)
 POOL_TIMEOUT_SECONDS = 10.0            # a call waits this long for a connection, then raises PoolTimeout
 POOL_RECONNECT_TIMEOUT_SECONDS = 10.0  # a failing reconnect backs off (1, 2, 4 s) for this long, then starts over

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memory_assets import embeddings
+from memory_assets import embeddings, gates
 from memory_assets import vocabulary as V
 
 REPO = Path(__file__).resolve().parent.parent
@@ -57,6 +57,19 @@ SECRETS = [
 def embed_all(conn: Any, embedder: embeddings.Embedder) -> None:
     """Embed every stale unit with the test embedder (what the unit_embeddings asset does per day)."""
     embeddings.embed_units(conn, embedder, embeddings.stale_units(conn, embedder.spec.key, limit=10_000))
+
+
+def units_counted(conn: Any) -> float:
+    """The rows of memory_units its last ANALYZE or VACUUM counted (-1: never), what the planner plans recall on."""
+    counted: float = conn.execute("SELECT reltuples FROM pg_class WHERE oid = 'memory_units'::regclass").fetchone()[0]
+    return counted
+
+
+def service_facts(n: int, offset: int = 0) -> list[Any]:
+    """n distinct valid candidates for one project, to grow memory_units by a known number of rows."""
+    return [gates.validate(project="acme", kind="env", type="semantic", title=f"Service {i} port",
+                     body=f"Service number {i} listens on port {10000 + i} behind the staging proxy.")
+            for i in range(offset, offset + n)]
 
 
 # --- The secret corpus (issue #13) ----------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import pytest
 
 from memory_assets import database
 from memory_assets import vocabulary as V
+from tests.cases import service_facts, units_counted
 
 NAMED_PARAMETER = re.compile(r"%\((\w+)\)s")
 DDL = re.compile(r"^(\s*--[^\n]*\n)*\s*(CREATE|ALTER|DROP)\b")
@@ -170,3 +171,36 @@ def test_the_pool_replaces_connections_the_server_dropped(clean):
         assert pool.get_stats().get("connections_lost", 0) >= 2  # the other idle ones went in the same sweep
     finally:
         pool.close()
+
+
+def test_statistics_are_refreshed_once_writes_pass_autovacuums_threshold_and_not_for_a_few_rows(mem, conn):
+    """A bulk write planned on the statistics of a table it has grown: refreshed at once past autovacuum's own
+    threshold (50 rows + 10% of those counted), left alone below it, and counted from the writer's own rows even
+    before the statistics collector shows them."""
+    conn.autocommit = True
+    assert units_counted(conn) < 0  # the clean fixture truncated it: never analysed
+    assert database.refresh_statistics(conn, V.UNITS_TABLE) and units_counted(conn) == 0
+    mem.remember_many(service_facts(20))
+    assert not database.refresh_statistics(conn, V.UNITS_TABLE, written=20) and units_counted(conn) == 0
+    mem.remember_many(service_facts(180, offset=20))
+    assert database.refresh_statistics(conn, V.UNITS_TABLE, written=180) and units_counted(conn) == 200
+    assert not database.refresh_statistics(conn, V.UNITS_TABLE, written=60)  # under 50 + 10% of 200
+    assert database.refresh_statistics(conn, V.UNITS_TABLE, written=71)
+
+
+def test_statistics_being_refreshed_elsewhere_leave_a_write_waiting_at_most_the_lock_timeout(mem, conn, clean):
+    """An ANALYZE or VACUUM already running on the table holds its lock: the refresh gives up after
+    ANALYZE_LOCK_TIMEOUT_MS, leaves the table to autovacuum and the connection usable, never blocking a write."""
+    conn.autocommit = True
+    mem.remember_many(service_facts(100))
+    with psycopg.connect(clean) as other:
+        other.execute("LOCK TABLE memory_units IN SHARE UPDATE EXCLUSIVE MODE")  # what VACUUM and ANALYZE take
+        counted = units_counted(conn)
+        start = time.monotonic()
+        assert not database.refresh_statistics(conn, V.UNITS_TABLE, written=100)
+        waited = time.monotonic() - start
+        assert V.ANALYZE_LOCK_TIMEOUT_MS / 1000 <= waited < V.ANALYZE_LOCK_TIMEOUT_MS / 1000 + 2
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert conn.execute("SHOW lock_timeout").fetchone()[0] == "0"  # set for the ANALYZE's transaction only
+        assert units_counted(conn) == counted
+    assert database.refresh_statistics(conn, V.UNITS_TABLE, written=100) and units_counted(conn) == 100

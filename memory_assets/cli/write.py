@@ -195,6 +195,7 @@ def import_(ctx: click.Context, file: str, project: str | None, no_fold: bool, a
                     run.add(number, candidate)
         finally:
             run.close()
+        mem.refresh_statistics(run.totals["inserted"])
     errors = sorted(run.errors, key=lambda e: int(e.split(":")[0].split()[1]))
     totals = {**run.totals, "errors": errors}
     emit(totals, as_json, f"imported {totals['captured']} of {totals['lines']} lines "

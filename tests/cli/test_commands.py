@@ -7,6 +7,7 @@ from click.testing import CliRunner
 
 from memory_assets import vocabulary as V
 from memory_assets.cli import main
+from tests.cases import units_counted
 
 GOOD = {"project": "acme", "kind": "env", "type": "semantic", "title": "Staging needs TLS",
         "body": "Staging PostgreSQL requires sslmode=require because the proxy refuses plain TCP."}
@@ -187,9 +188,10 @@ def test_remember_refuses_control_characters_and_bad_ids(clean):
         assert result.exit_code == 2 and message in result.stderr, extra
 
 
-def test_import_streams_batches_and_reports_bad_lines_across_them(clean, tmp_path):
+def test_import_streams_batches_and_reports_bad_lines_across_them(clean, tmp_path, conn):
     """More lines than one batch: each batch gated in worker processes while the next is read; bad lines and a
-    rejected secret in different batches are reported by number, everything else imports."""
+    rejected secret in different batches are reported by number, everything else imports, and the planner's
+    statistics count what it imported before the next recall."""
     lines = [json.dumps({**GOOD, "title": f"Fact {i}", "body": f"Service {i} needs {i % 7 + 1} GiB because of batch "
                                                               f"{i}.", "task_id": f"T-{i}"})
              for i in range(1, 2 * V.IMPORT_BATCH + 101)]
@@ -206,6 +208,7 @@ def test_import_streams_batches_and_reports_bad_lines_across_them(clean, tmp_pat
         "line 5", f"line {V.IMPORT_BATCH + 500}", f"line {len(lines)}"]
     assert summary["rejected"] == {V.REASON_SECRET: 1}
     assert summary["captured"] == summary["inserted"] == len(lines) - 4
+    assert units_counted(conn) == summary["inserted"]
 
 
 def test_import_gates_the_next_batch_while_the_last_one_is_written(clean, tmp_path, monkeypatch):

@@ -4,7 +4,7 @@ from typing import Any
 
 import dagster as dg
 
-from memory_assets import curation, embeddings
+from memory_assets import curation, database, embeddings
 from memory_assets import vocabulary as V
 from memory_assets.defs.embeddings.assets import unit_embeddings
 from memory_assets.defs.partitions import daily, days_of
@@ -31,4 +31,7 @@ def curated_units(context: dg.AssetExecutionContext, postgres: PostgresResource,
             context.log.info(f"curated {day}: {counts}")
             totals = {k: totals.get(k, 0) + v for k, v in counts.items()}
         queue = len(curation.review_queue(conn))
-    return dg.MaterializeResult(metadata={"serving_model": model, **totals, "review_queue": queue})
+        changed = sum(totals.get(outcome, 0) for outcome in ("merged", "review", "promoted"))
+        analyzed = database.refresh_statistics(conn, V.UNITS_TABLE, written=changed)
+    return dg.MaterializeResult(metadata={"serving_model": model, **totals, "review_queue": queue,
+                                          "statistics_refreshed": analyzed})

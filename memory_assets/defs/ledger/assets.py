@@ -4,6 +4,7 @@ from typing import Any
 
 import dagster as dg
 
+from memory_assets import database
 from memory_assets import vocabulary as V
 from memory_assets.defs.partitions import daily, days_of
 from memory_assets.defs.traced import traced_asset
@@ -28,11 +29,13 @@ def ledger_units(context: dg.AssetExecutionContext, postgres: PostgresResource) 
             totals = {k: totals[k] + counts.get(k, 0) for k in totals}
             context.log.info(f"folded {day}: {counts['inserted']} new units, {counts['linked']} sources")
         summary = units.day_summary(conn, days[0], days[-1])
+        analyzed = database.refresh_statistics(conn, V.UNITS_TABLE, written=totals["inserted"])
     return dg.MaterializeResult(
         metadata={
             "days": len(days),
             "units_inserted": totals["inserted"],
             "sources_linked": totals["linked"],
+            "statistics_refreshed": analyzed,
             "units_by_status": summary["units_by_status"],
             "units_by_kind": summary["units_by_kind"],
             "rejections_by_reason": summary["rejections_by_reason"],

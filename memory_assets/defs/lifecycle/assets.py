@@ -4,7 +4,7 @@ from typing import Any
 
 import dagster as dg
 
-from memory_assets import consolidation, decay, embeddings
+from memory_assets import consolidation, database, decay, embeddings
 from memory_assets import vocabulary as V
 from memory_assets.defs.curation.assets import curated_units
 from memory_assets.defs.partitions import daily, days_of, weekly
@@ -28,7 +28,9 @@ def decay_scores(context: dg.AssetExecutionContext, postgres: PostgresResource) 
             counts = decay.score_day(conn, day)
             context.log.info(f"decay {day}: {counts}")
             totals = {k: totals.get(k, 0) + v for k, v in counts.items()}
-    return dg.MaterializeResult(metadata=totals)
+        analyzed = database.refresh_statistics(conn, V.UNITS_TABLE,
+                                               written=totals.get("expired", 0) + totals.get("stale", 0))
+    return dg.MaterializeResult(metadata={**totals, "statistics_refreshed": analyzed})
 
 
 @dg.asset(
@@ -45,5 +47,7 @@ def consolidation_clusters(context: dg.AssetExecutionContext, postgres: Postgres
     with postgres.memory().connection() as conn:
         counts = consolidation.consolidate_week(conn, embeddings.serving_model(conn), week_start,
                                                 summarizer=summarizer.summarizer())
+        analyzed = database.refresh_statistics(conn, V.UNITS_TABLE,
+                                               written=counts.get("clusters", 0) + counts.get("retired", 0))
     context.log.info(f"consolidated week {week_start}: {counts}")
-    return dg.MaterializeResult(metadata=counts)
+    return dg.MaterializeResult(metadata={**counts, "statistics_refreshed": analyzed})

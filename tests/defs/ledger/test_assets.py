@@ -9,10 +9,11 @@ import psycopg
 
 from memory_assets.defs import runner
 from memory_assets.defs.automation import inbox_sensor
+from memory_assets.defs.ledger.assets import ledger_units
 from memory_assets.gates import validate
 from memory_assets.ledger import capture
 from memory_assets.resources import PostgresResource
-from tests.cases import REPO
+from tests.cases import REPO, service_facts, units_counted
 
 TABLES = ("memory_units", "memory_sources", "memory_inbox", "memory_rejections", "memory_projects")
 
@@ -110,3 +111,18 @@ def test_embedded_server_reattaches_to_the_same_data_after_restart(tmp_path):
                            timeout=120, env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}) for _ in range(2)]
     assert [r.stdout.strip() for r in runs] == ["active mem-1", "duplicate mem-1"], [r.stderr[-500:] for r in runs]
     assert not (tmp_path / "pg" / "postmaster.pid").exists()  # the last holder stopped it
+
+
+def test_a_fold_past_autovacuums_threshold_refreshes_the_statistics_recall_is_planned_on(mem, today, conn):
+    """The day's fold ANALYZEs the units it grew (the planner counts them at once, not at autovacuum's next round);
+    re-materialising the same day writes nothing and leaves the statistics alone."""
+    with mem.connection() as writer:
+        capture.remember_many(writer, service_facts(120), fold_now=False)
+    instance = runner.dagster_instance(mem.url)
+    refreshed = []
+    for _ in range(2):
+        result = runner.materialize_asset(ledger_units.key, instance, partition_key=str(today))
+        refreshed.append(result.get_asset_materialization_events()[0].materialization.metadata[
+            "statistics_refreshed"].value)
+        assert units_counted(conn) == 120
+    assert refreshed == [True, False]
