@@ -1,7 +1,9 @@
 """The peer, side by side: memory-assets recall(), mem0 OSS search() and an encode + numpy floor on LoCoMo.
 
-Every question goes to the three systems back to back, in an order that rotates from one question to the next, so
-the machine's noise falls on all alike. Each is asked once and cold: our query-vector cache is emptied before each
+Every question goes to every system back to back, the order cycling through every permutation of the systems, so
+each follows each other one equally often and the machine's noise falls on all alike: a call slows down after
+another system's model (its threads still spinning, the caches refilled), and with a plain rotation each system
+always followed the same one. Each is asked once and cold: our query-vector cache is emptied before each
 of our calls, mem0 has none, and the floor encodes every question. mem0 runs with infer=False (no LLM: a sentinel
 counts any call), the same MiniLM weights through its huggingface embedder, and its pgvector store on its own
 embedded PostgreSQL; HF_HUB_OFFLINE is set and any socket connection to a non-loopback address is refused.
@@ -14,6 +16,7 @@ import copy
 import errno
 import importlib.util
 import ipaddress
+import itertools
 import json
 import os
 import re
@@ -219,8 +222,18 @@ def query_encoder(model: str):
     return embeddings.query_encoder(model)
 
 
+ORDERS = list(itertools.permutations(SYSTEMS))
+
+
+def asking_order(question: int) -> tuple[str, ...]:
+    """The order the systems are asked a question in: every permutation in turn, so that over len(ORDERS) questions
+    each system is asked first, and just after each other one, equally often."""
+    return ORDERS[question % len(ORDERS)]
+
+
 def compare(mem, peer, qs: list, vectors: dict, model: str, k: int) -> dict:
-    """Ask each question of every system back to back, rotating the order; latency and evidence recall at k."""
+    """Ask each question of every system back to back, the order cycling through every permutation; latency and
+    evidence recall at k, and each system's p50 by the system asked just before it (none: asked first)."""
     torch_encode = embeddings.Embedder(embeddings.model_spec(model), backend="torch").encode  # what mem0 runs
     our_encode = query_encoder(model).encode
 
@@ -248,14 +261,19 @@ def compare(mem, peer, qs: list, vectors: dict, model: str, k: int) -> dict:
         calls[name](type(first)(first.project, "warm up", first.category, first.evidence, first.as_of))
     latencies: dict[str, list[float]] = {name: [] for name in SYSTEMS}
     found: dict[str, list[float]] = {name: [] for name in SYSTEMS}
+    after: dict[str, dict[str, list[float]]] = {name: {} for name in SYSTEMS}
     for i, q in enumerate(qs):
-        turn = i % len(SYSTEMS)
-        for name in SYSTEMS[turn:] + SYSTEMS[:turn]:
+        before = "none"
+        for name in asking_order(i):
             start = time.perf_counter()
             ids = calls[name](q)
             latencies[name].append((time.perf_counter() - start) * 1000)
             found[name].append(len(ids & q.evidence) / len(q.evidence))
-    return {name: summary(latencies[name], found[name]) for name in SYSTEMS}
+            after[name].setdefault(before, []).append(latencies[name][-1])
+            before = name
+    return {name: {**summary(latencies[name], found[name]),
+                   "p50_ms_after": {b: round(statistics.median(v), 2) for b, v in sorted(after[name].items())}}
+            for name in SYSTEMS}
 
 
 def ratios(systems: dict) -> dict:
@@ -329,7 +347,8 @@ def main() -> None:
                  "torch_threads": torch_threads(),
                  "network": {"HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE"),
                              "non_loopback_connections_refused": len(guard.refused)}},
-        "note": "each question sent to the three systems back to back, the order rotating; asked once, cold (our "
+        "note": "each question sent to every system back to back, the order cycling through every permutation "
+                "(p50_ms_after: a system's p50 by the system asked just before it); asked once, cold (our "
                 "query cache emptied before each recall()); memory_assets = the public recall() call, hybrid, "
                 "question encoding included; mem0 = Memory.search(q, filters={'user_id': project}, top_k=k); "
                 "floor = encode the question with recall()'s own query encoder (uncached) + numpy dot product over "

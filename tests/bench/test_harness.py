@@ -7,8 +7,10 @@ is skipped with its message otherwise; its network guard is checked without send
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import socket
+from collections import Counter
 
 import pytest
 
@@ -41,6 +43,19 @@ def test_trimming_keeps_the_first_sessions_and_only_questions_answerable_from_th
     [first] = peer_mem0.trimmed([SAMPLE], conversations=0, sessions=0, questions=1)
     assert [qa["question"] for qa in first["qa"]] == ["Where did Ada move?"]
     assert "session_2" in SAMPLE["conversation"]  # the caller's data is left as it was
+
+
+def test_every_system_follows_every_other_equally_often():
+    """A call is slower after another system's model (its threads spinning, caches refilled): over a cycle of
+    questions each system is asked first, and right after each other one, the same number of times."""
+    cycle = [peer_mem0.asking_order(i) for i in range(len(peer_mem0.ORDERS))]
+    assert all(sorted(order) == sorted(peer_mem0.SYSTEMS) for order in cycle)
+    firsts = Counter(order[0] for order in cycle)
+    pairs = Counter(pair for order in cycle for pair in itertools.pairwise(order))
+    n = len(peer_mem0.SYSTEMS)
+    assert set(firsts.values()) == {len(cycle) // n} and len(firsts) == n
+    assert set(pairs.values()) == {len(cycle) // n} and len(pairs) == n * (n - 1)
+    assert peer_mem0.asking_order(len(cycle)) == cycle[0]
 
 
 def test_the_network_guard_refuses_every_address_outside_loopback(monkeypatch):
