@@ -240,15 +240,15 @@ class OnnxEncoder:
         return vectors
 
 
-_ONNX_ENCODERS: dict[tuple[str, str], OnnxEncoder | None] = {}
+_ONNX_ENCODERS: dict[tuple[str, str, int], OnnxEncoder | None] = {}
 _ONNX_ENCODERS_LOCK = threading.Lock()
 
 
 def onnx_encoder(spec: ModelSpec, precision: str, threads: int = V.EMBED_THREADS) -> OnnxEncoder | None:
-    """The ONNX export of a model's weights in a session (once per process), exported on first use into the
-    project's home; None where onnxruntime is missing (logged once: callers fall back to torch)."""
+    """The ONNX export of a model's weights in a session (once per process and thread count), exported on first use
+    into the project's home; None where onnxruntime is missing (logged once: callers fall back to torch)."""
     with _ONNX_ENCODERS_LOCK:
-        name = (spec.loader, precision)
+        name = (spec.loader, precision, threads)
         if name not in _ONNX_ENCODERS:
             try:
                 path = onnx_file(spec, precision)
@@ -275,7 +275,8 @@ def query_encoder(key: str, backend: str | None = None) -> OnnxEncoder | Embedde
     with _QUERY_ENCODERS_LOCK:
         name = f"{spec.loader}:{backend}"
         if name not in _QUERY_ENCODERS:
-            onnx = onnx_encoder(spec, backend.removeprefix("onnx-")) if backend.startswith("onnx-") else None
+            onnx = (onnx_encoder(spec, backend.removeprefix("onnx-"), V.QUERY_ENCODER_THREADS)
+                    if backend.startswith("onnx-") else None)
             _QUERY_ENCODERS[name] = onnx or Embedder(spec, backend="torch")
         found: OnnxEncoder | Embedder = _QUERY_ENCODERS[name]
         return found

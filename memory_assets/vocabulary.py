@@ -312,6 +312,10 @@ QUERY_VECTOR_CACHE_SIZE = 1024
 # under the 0.99 issue #15 set, so it stays opt-in.
 QUERY_ENCODER = "onnx-fp32"
 QUERY_ENCODERS = ("onnx-fp32", "onnx-int8", "torch")
+# One thread per question: a dozen tokens gain nothing from a second one (LoCoMo questions, p50 3.4 ms against 4.1),
+# and ONNX Runtime's idle workers spin after every call, on a core whatever runs next needs (a torch encode right
+# after one took 27.5 ms instead of 5.7; the embedding stage's batches keep EMBED_THREADS)
+QUERY_ENCODER_THREADS = 1
 # Stored vectors go through the fp32 export too (torch's to 3e-7, faster in sorted batches, and a run that embeds a
 # few fresh units starts without importing torch); int8 never: stored vectors must be the model's own
 DOCUMENT_ENCODER = "onnx-fp32"

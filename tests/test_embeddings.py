@@ -193,6 +193,17 @@ def test_the_onnx_query_encoder_gives_torchs_vectors_and_lives_in_the_home(embed
     assert not vector.flags.writeable and np.allclose(vector, ours[0], atol=1e-5)
 
 
+def test_a_question_runs_on_its_own_one_thread_session_and_documents_keep_theirs(embedder):
+    """A question's few tokens gain nothing from a second thread, whose idle spinning slows whatever runs next: the
+    query encoder has its own session on QUERY_ENCODER_THREADS, the embedding stage keeps EMBED_THREADS, and both
+    give the same vectors."""
+    query, document = embeddings.query_encoder(T1), embedder.onnx
+    assert query is not document
+    assert query.session.get_session_options().intra_op_num_threads == V.QUERY_ENCODER_THREADS == 1
+    assert document.session.get_session_options().intra_op_num_threads == V.EMBED_THREADS > 1
+    assert np.allclose(query.encode(QUERIES), document.encode(QUERIES), atol=1e-5)
+
+
 def test_stored_vectors_are_torchs_through_the_onnx_export_in_any_batch_order(embedder):
     """Documents go through the fp32 export in length-sorted batches, put back in order: torch's vectors."""
     assert embedder.backend == "onnx-fp32"
