@@ -176,6 +176,9 @@ def test_the_sparse_leg_scores_a_match_by_the_idf_of_the_query_terms_it_contains
     idf = lambda df: math.log(1 + (7 - df + 0.5) / (df + 0.5))  # noqa: E731 -- N = 7, the project's units
     assert hits[0].token == rare.token and hits[0].components["sparse"] == pytest.approx(idf(1), abs=1e-6)
     assert [h.components["sparse"] for h in hits[1:]] == pytest.approx([idf(6)] * 6, abs=1e-6)
+    # two words of the query that stem alike are one term: its idf counts each matching unit once, not twice
+    stemmed = mem.recall("acme", "deploys deploy zebra", k=7, legs="sparse")
+    assert [(h.token, h.components["sparse"]) for h in stemmed] == [(h.token, h.components["sparse"]) for h in hits]
 
 
 def test_the_hnsw_path_serves_the_same_filtered_hits_or_falls_back(mem, conn, embedder, monkeypatch):

@@ -8,23 +8,32 @@
 WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan would parse it again for every row
     SELECT to_tsquery('english', %(tsquery)s) AS query
 ), matched AS MATERIALIZED (
-    SELECT u.id, u.tsv, u.number, u.type = 'episodic' AS episodic, ({recall/_unit_filters}) AS recallable
+    SELECT u.id, u.tsv, u.number, u.type = 'episodic' AS episodic, ({recall/_unit_filters}) AS recallable,
+           ts_rank(u.tsv, (SELECT query FROM tsq)) AS tsrank
     FROM memory_units u
     WHERE u.project = %(project)s AND u.tsv @@ (SELECT query FROM tsq) AND %(sparse)s::boolean
-), terms AS MATERIALIZED (  -- BM25's idf per query term, counted over the project's matching units
-    SELECT q.query, ln(1 + ((SELECT greatest(c.units, 1) FROM ctx c)::float8 - count(m.id) + 0.5)
-                           / (count(m.id) + 0.5)) AS idf
-    FROM unnest(%(terms)s::text[]) AS t(term)
-    CROSS JOIN LATERAL to_tsquery('english', t.term) AS q(query)
-    LEFT JOIN matched m ON m.tsv @@ q.query
+), queries AS MATERIALIZED (  -- the query's distinct terms as parsed (two words may stem alike), each numbered
+    SELECT min(t.ord) AS term, q.query
+    FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS t(word, ord)
+    CROSS JOIN LATERAL to_tsquery('english', t.word) AS q(query)
     GROUP BY q.query
+), hits AS MATERIALIZED (  -- each (matching unit, term) pair, matched once: the idf counts them, the score sums them,
+                            -- and they carry what the leg ranks by (a join back to matched rescans it per unit)
+    SELECT q.term, m.id, m.number, m.episodic, m.recallable, m.tsrank
+    FROM matched m JOIN queries q ON m.tsv @@ q.query
+), terms AS MATERIALIZED (  -- BM25's idf per query term, counted over the project's matching units
+    SELECT h.term, ln(1 + ((SELECT greatest(c.units, 1) FROM ctx c)::float8 - count(*) + 0.5) / (count(*) + 0.5))
+           AS idf
+    FROM hits h GROUP BY h.term
 ), sparse AS MATERIALIZED (
     SELECT s.id AS unit_id, s.score, s.episodic, row_number() OVER (ORDER BY s.score DESC, s.tsrank DESC, s.number)
            AS rank
-    FROM (SELECT m.id, m.number, m.episodic, (SELECT sum(t.idf) FROM terms t WHERE m.tsv @@ t.query) AS score,
-                 ts_rank(m.tsv, (SELECT query FROM tsq)) AS tsrank
-          FROM matched m WHERE m.recallable
-          ORDER BY score DESC, tsrank DESC, m.number
+    FROM (SELECT h.id, min(h.number) AS number, bool_or(h.episodic) AS episodic, sum(t.idf) AS score,
+                 max(h.tsrank) AS tsrank
+          FROM hits h JOIN terms t ON t.term = h.term
+          WHERE h.recallable
+          GROUP BY h.id
+          ORDER BY score DESC, tsrank DESC, number
           LIMIT %(candidates)s) AS s
 ), seedable AS MATERIALIZED (  -- the candidates that may seed the neighbour spread
     SELECT unit_id FROM dense WHERE rank <= %(seed_rank)s UNION SELECT unit_id FROM sparse WHERE rank <= %(seed_rank)s
