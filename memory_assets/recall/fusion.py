@@ -137,16 +137,18 @@ def handset(fused: Fused, details: dict[str, dict[str, Any]], query: str, at: da
     for unit_id, entry in fused.items():
         unit = details[unit_id]
         relevance = entry["relevance"] = entry["relevance"] / ceiling
-        importance = entry["importance"] = float(unit["importance"])
-        entry["trust"] = float(unit["trust"])
+        importance = entry["importance"] = unit["importance"]  # real columns: floats already
+        entry["trust"] = unit["trust"]
         fresh = entry["recency"] = recency(unit["valid_from"], at) if unit["recency"] is None else unit["recency"]
         entry["score"] = relevance * (0.7 + 0.2 * importance + 0.1 * fresh)
 
 
+_DECAY_PER_SECOND = -math.log(2) / (V.RECENCY_HALF_LIFE_DAYS * 86400)  # recency's exponent, worked out once
+
+
 def recency(valid_from: datetime, at: datetime) -> float:
     """Exponential recency of a unit's validity start, half-life RECENCY_HALF_LIFE_DAYS."""
-    age_days = max(0.0, (at - valid_from).total_seconds() / 86400)
-    return math.exp(-math.log(2) * age_days / V.RECENCY_HALF_LIFE_DAYS)
+    return math.exp(_DECAY_PER_SECOND * max(0.0, (at - valid_from).total_seconds()))
 
 
 def ranked(fused: Fused, details: dict[str, dict[str, Any]], k: int) -> list[str]:
