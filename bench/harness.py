@@ -126,11 +126,13 @@ class Goal:
 GOALS = (
     Goal("end-to-end recall p95 / mem0 search() p95 (LoCoMo, encoding included)", "peer",
          ("ratios", "ours_vs_mem0_p95"), 0.5, True, X,
-         "the store's share of a call (one statement, ~9-13 ms on LoCoMo: both legs, neighbouring turns and the "
-         "scoring details of ~300 units) against mem0's ~7 ms search: 200 candidates per leg cost ~5 ms over 40 "
-         "for 0.007 of R@10 (the session lift reaches ranks 100-200), so the next step is the session's units "
-         "fetched directly; a vectorised fuse/score (~2 ms of Python for ~300 candidates); the int8 query encoder "
-         "kept only 0.935 of torch's top 10"),
+         "mem0's call is its torch encode plus a ~5 ms search; ours a one-thread ONNX encode (~3.5-6 ms) plus "
+         "~11.6 ms of store and Python on LoCoMo (the candidates statement ~4.2 ms executing and ~1.1 ms planned per "
+         "request on the exact path, two round trips, ~1 ms of fusion and scoring, ~0.5 ms unpacking ~300 rows): half "
+         "of mem0's p95 needs the store side under ~4 ms. Next: a plan kept per project size class instead of one "
+         "per request; each unit's session and personas stored on it instead of grouped from its sources per "
+         "request (~1 ms); fewer candidates per leg once the session lift no longer reaches ranks 100-200 (fewer "
+         "cost R@10 today; docs/scaling.md items 8 and 11); the int8 query encoder kept only 0.935 of torch's top 10"),
     Goal("recall@10 of evidence / mem0's", "peer", ("ratios", "recall_at_10_ours_vs_mem0"), 2.0, False, X,
          "multi-hop and open-domain questions: a reranker or query expansion",
          ceiling=("systems", "mem0", "recall_at_10")),
