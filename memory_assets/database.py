@@ -327,8 +327,7 @@ def positional(statement: str) -> tuple[str, tuple[str, ...]]:
 
 def execute_positional(conn: psycopg.Connection[Any], statement: str, params: dict[str, Any]) -> psycopg.Cursor[Any]:
     """Run a long named-parameter statement, prepared, without psycopg parsing it on every call (see positional),
-    its rows in binary: the C loaders parse recall's ~300 rows of arrays and timestamps faster than their text
-    (LoCoMo cached recall 11.83 -> 11.59 ms p50, interleaved, the same hits)."""
+    its rows in binary, which psycopg's C loaders parse faster than text (recall's ~300 rows of arrays and times)."""
     text, names = positional(statement)
     return psycopg.RawCursor(conn).execute(text, [params[name] for name in names], prepare=True, binary=True)
 
@@ -383,10 +382,12 @@ def _reconnect_failed(pool: ConnectionPool) -> None:
 
 
 def refresh_statistics(conn: psycopg.Connection[Any], table: str, written: int = 0) -> bool:
-    """ANALYZE a table that bulk writes changed past autovacuum's own threshold, at once instead of at the daemon's
-    next round: until then the planner reads the old statistics (recall on a LoCoMo store the graph had just
-    loaded: 14.3 against 10.0 ms p50). `written` counts the caller's own rows, which the statistics may not show
-    yet. True when it analysed; a VACUUM or ANALYZE already running on the table leaves it to autovacuum."""
+    """ANALYZE a table that bulk writes (`written` rows of the caller's, which the counters may not show yet)
+    changed past autovacuum's own threshold, so the next request is not planned on the old statistics until the
+    daemon's next round; True when it analysed, False when it was not needed or the table was busy."""
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        raise RuntimeError("refresh_statistics runs in its own transaction: call it outside any other")
+    conn.execute(query("database/flush_statistics"))  # this backend's own writes counted before the check
     try:
         with conn.transaction():
             stale = one(conn.execute(query("database/statistics_stale"), {"table": table, "written": written}))[0]

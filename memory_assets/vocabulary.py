@@ -184,10 +184,12 @@ DAGSTER_DATABASE = "dagster"
 # `make dev`'s dagster.yaml reads Dagster's storage URL from this variable (set for its processes, never on disk)
 DAGSTER_STORAGE_URL_ENV = "MEMORY_ASSETS_DAGSTER_STORAGE_URL"
 POOL_MAX_SIZE = 20
-# Statistics after a bulk write (database.refresh_statistics): the table the folds and curation grow, and how long
-# an ANALYZE waits for a VACUUM or ANALYZE already running on it before it leaves the table to autovacuum
+# Statistics after a bulk write (database.refresh_statistics): the table the folds and curation grow, the metadata
+# key the assets report it under, and how long an ANALYZE waits for a VACUUM or ANALYZE already running on it: under
+# the server's deadlock_timeout (1 s by default), past which a waiter cancels autovacuum's own run instead
 UNITS_TABLE = "memory_units"
-ANALYZE_LOCK_TIMEOUT_MS = 1000
+STATISTICS_REFRESHED = "statistics_refreshed"
+ANALYZE_LOCK_TIMEOUT_MS = 500
 # Self-healing (database.open_pool, database.revive, the dagster.yaml runner.dagster_home writes)
 POOL_TIMEOUT_SECONDS = 10.0            # a call waits this long for a connection, then raises PoolTimeout
 POOL_RECONNECT_TIMEOUT_SECONDS = 10.0  # a failing reconnect backs off (1, 2, 4 s) for this long, then starts over

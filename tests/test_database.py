@@ -14,6 +14,7 @@ import pytest
 
 from memory_assets import database
 from memory_assets import vocabulary as V
+from memory_assets.ledger import capture
 from tests.cases import service_facts, units_counted
 
 NAMED_PARAMETER = re.compile(r"%\((\w+)\)s")
@@ -180,26 +181,43 @@ def test_the_pool_replaces_connections_the_server_dropped(clean):
         pool.close()
 
 
-def test_statistics_are_refreshed_once_writes_pass_autovacuums_threshold_and_not_for_a_few_rows(mem, conn):
-    """A bulk write planned on the statistics of a table it has grown: refreshed at once past autovacuum's own
-    threshold (50 rows + 10% of those counted), left alone below it, and counted from the writer's own rows even
-    before the statistics collector shows them."""
+@pytest.fixture
+def analysed_by_refreshes_only(conn):
+    """memory_units emptied and never analysed, with autovacuum off for it during the test (restored afterwards):
+    only the refreshes under test analyse it."""
     conn.autocommit = True
-    assert units_counted(conn) < 0  # the clean fixture truncated it: never analysed
+    conn.execute("ALTER TABLE memory_units SET (autovacuum_enabled = false)")
+    conn.execute("TRUNCATE memory_units CASCADE")
+    yield conn
+    conn.execute("ALTER TABLE memory_units RESET (autovacuum_enabled)")
+
+
+def test_statistics_are_refreshed_once_writes_pass_autovacuums_threshold_and_not_for_a_few_rows(
+        analysed_by_refreshes_only, clean):
+    """A bulk write planned on the statistics of a table it has grown: refreshed at once past autovacuum's own
+    threshold (50 rows + 10% of those counted), left alone below it, counted from this connection's own writes
+    at once and from another's by the rows it says it wrote; never inside the caller's transaction."""
+    conn = analysed_by_refreshes_only
+    assert units_counted(conn) < 0  # never analysed counts as stale
     assert database.refresh_statistics(conn, V.UNITS_TABLE) and units_counted(conn) == 0
-    mem.remember_many(service_facts(20))
-    assert not database.refresh_statistics(conn, V.UNITS_TABLE, written=20) and units_counted(conn) == 0
-    mem.remember_many(service_facts(180, offset=20))
-    assert database.refresh_statistics(conn, V.UNITS_TABLE, written=180) and units_counted(conn) == 200
+    capture.remember_many(conn, service_facts(20))
+    assert not database.refresh_statistics(conn, V.UNITS_TABLE) and units_counted(conn) == 0
+    capture.remember_many(conn, service_facts(180, offset=20))
+    assert database.refresh_statistics(conn, V.UNITS_TABLE) and units_counted(conn) == 200  # its own, flushed
     assert not database.refresh_statistics(conn, V.UNITS_TABLE, written=60)  # under 50 + 10% of 200
-    assert database.refresh_statistics(conn, V.UNITS_TABLE, written=71)
+    with psycopg.connect(clean, autocommit=True) as other:  # another backend's counters may arrive late
+        capture.remember_many(other, service_facts(71, offset=200))
+    assert database.refresh_statistics(conn, V.UNITS_TABLE, written=71) and units_counted(conn) == 271
+    with conn.transaction(), pytest.raises(RuntimeError, match="its own transaction"):
+        database.refresh_statistics(conn, V.UNITS_TABLE, written=1000)
 
 
-def test_statistics_being_refreshed_elsewhere_leave_a_write_waiting_at_most_the_lock_timeout(mem, conn, clean):
+def test_statistics_being_refreshed_elsewhere_leave_a_write_waiting_at_most_the_lock_timeout(
+        analysed_by_refreshes_only, clean):
     """An ANALYZE or VACUUM already running on the table holds its lock: the refresh gives up after
     ANALYZE_LOCK_TIMEOUT_MS, leaves the table to autovacuum and the connection usable, never blocking a write."""
-    conn.autocommit = True
-    mem.remember_many(service_facts(100))
+    conn = analysed_by_refreshes_only
+    capture.remember_many(conn, service_facts(100))
     with psycopg.connect(clean) as other:
         other.execute("LOCK TABLE memory_units IN SHARE UPDATE EXCLUSIVE MODE")  # what VACUUM and ANALYZE take
         counted = units_counted(conn)

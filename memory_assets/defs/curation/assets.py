@@ -34,4 +34,4 @@ def curated_units(context: dg.AssetExecutionContext, postgres: PostgresResource,
         changed = sum(totals.get(outcome, 0) for outcome in ("merged", "review", "promoted"))
         analyzed = database.refresh_statistics(conn, V.UNITS_TABLE, written=changed)
     return dg.MaterializeResult(metadata={"serving_model": model, **totals, "review_queue": queue,
-                                          "statistics_refreshed": analyzed})
+                                          V.STATISTICS_REFRESHED: analyzed})

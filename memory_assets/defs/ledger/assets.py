@@ -35,7 +35,7 @@ def ledger_units(context: dg.AssetExecutionContext, postgres: PostgresResource) 
             "days": len(days),
             "units_inserted": totals["inserted"],
             "sources_linked": totals["linked"],
-            "statistics_refreshed": analyzed,
+            V.STATISTICS_REFRESHED: analyzed,
             "units_by_status": summary["units_by_status"],
             "units_by_kind": summary["units_by_kind"],
             "rejections_by_reason": summary["rejections_by_reason"],

@@ -30,7 +30,7 @@ def decay_scores(context: dg.AssetExecutionContext, postgres: PostgresResource) 
             totals = {k: totals.get(k, 0) + v for k, v in counts.items()}
         analyzed = database.refresh_statistics(conn, V.UNITS_TABLE,
                                                written=totals.get("expired", 0) + totals.get("stale", 0))
-    return dg.MaterializeResult(metadata={**totals, "statistics_refreshed": analyzed})
+    return dg.MaterializeResult(metadata={**totals, V.STATISTICS_REFRESHED: analyzed})
 
 
 @dg.asset(
@@ -50,4 +50,4 @@ def consolidation_clusters(context: dg.AssetExecutionContext, postgres: Postgres
         analyzed = database.refresh_statistics(conn, V.UNITS_TABLE,
                                                written=counts.get("clusters", 0) + counts.get("retired", 0))
     context.log.info(f"consolidated week {week_start}: {counts}")
-    return dg.MaterializeResult(metadata={**counts, "statistics_refreshed": analyzed})
+    return dg.MaterializeResult(metadata={**counts, V.STATISTICS_REFRESHED: analyzed})

@@ -7,6 +7,7 @@ import sys
 import dagster as dg
 import psycopg
 
+from memory_assets import vocabulary as V
 from memory_assets.defs import runner
 from memory_assets.defs.automation import inbox_sensor
 from memory_assets.defs.ledger.assets import ledger_units
@@ -123,6 +124,6 @@ def test_a_fold_past_autovacuums_threshold_refreshes_the_statistics_recall_is_pl
     for _ in range(2):
         result = runner.materialize_asset(ledger_units.key, instance, partition_key=str(today))
         refreshed.append(result.get_asset_materialization_events()[0].materialization.metadata[
-            "statistics_refreshed"].value)
+            V.STATISTICS_REFRESHED].value)
         assert units_counted(conn) == 120
     assert refreshed == [True, False]
