@@ -28,7 +28,7 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
 ), sparse AS MATERIALIZED (
     SELECT s.id AS unit_id, s.score, s.episodic, row_number() OVER (ORDER BY s.score DESC, s.tsrank DESC, s.number)
            AS rank
-    FROM (SELECT h.id, min(h.number) AS number, bool_or(h.episodic) AS episodic, sum(t.idf) AS score,
+    FROM (SELECT h.id, min(h.number) AS number, bool_or(h.episodic) AS episodic, sum(t.idf ORDER BY t.term) AS score,
                  max(h.tsrank) AS tsrank
           FROM hits h JOIN terms t ON t.term = h.term
           WHERE h.recallable
