@@ -313,14 +313,7 @@ def query(name: str) -> str:
     return PLACEHOLDER.sub(spell, text)
 
 
-@functools.lru_cache(maxsize=V.PROJECT_STATEMENTS_CACHED)
-def for_project(statement: str, project: str) -> str:
-    """A statement with its project as a literal instead of a parameter, so that its plan, prepared once per
-    connection and project, is made knowing the project's size, which a plan made for any project could not."""
-    return statement.replace("%(project)s", sql.Literal(project).as_string())
-
-
-@functools.lru_cache(maxsize=V.PROJECT_STATEMENTS_CACHED)
+@functools.cache
 def positional(statement: str) -> tuple[str, tuple[str, ...]]:
     """A statement's %(name)s parameters as PostgreSQL's $1..$n, and the names in that order, worked out once:
     psycopg caches its own parse only for statements under 4 kB, and recall/candidates (11 kB) was parsed again on

@@ -184,9 +184,6 @@ DAGSTER_DATABASE = "dagster"
 # `make dev`'s dagster.yaml reads Dagster's storage URL from this variable (set for its processes, never on disk)
 DAGSTER_STORAGE_URL_ENV = "MEMORY_ASSETS_DAGSTER_STORAGE_URL"
 POOL_MAX_SIZE = 20
-# Statements composed per project (database.for_project: recall's, the project a literal so each project's plan knows
-# its size) kept in this process, ~11 kB each; psycopg keeps up to 100 prepared per connection (prepared_max)
-PROJECT_STATEMENTS_CACHED = 512
 # Statistics after a bulk write (database.refresh_statistics): the table the folds and curation grow, the metadata
 # key the assets report it under, and how long an ANALYZE waits for a VACUUM or ANALYZE already running on it: under
 # the server's deadlock_timeout (1 s by default), past which a waiter cancels autovacuum's own run instead

@@ -18,7 +18,6 @@ from psycopg.rows import dict_row
 
 from memory_assets import tracing
 from memory_assets import vocabulary as V
-from memory_assets.database import for_project
 from memory_assets.database import query as named_query
 from memory_assets.recall import cues, fusion
 from memory_assets.recall.legs import Candidates, candidates, seedable
@@ -50,8 +49,7 @@ def feedback(conn: psycopg.Connection[Any], params: dict[str, Any], model_key: s
     statement = {**params, "ids": ids, "model": model_key}
     with tracing.span("memory.recall.feedback") as span, conn.cursor(row_factory=dict_row) as docs_cursor:
         docs_cursor.execute(named_query("recall/feedback_docs"), statement, prepare=True)
-        terms_cursor = conn.execute(for_project(named_query("recall/feedback_terms"), params["project"]), statement,
-                                    prepare=True)
+        terms_cursor = conn.execute(named_query("recall/feedback_terms"), statement, prepare=True)
         order = {unit_id: rank for rank, unit_id in enumerate(ids)}
         docs = sorted(docs_cursor.fetchall(), key=lambda d: order[d["unit_id"]])
         scored = [(hits * idf(df, units), lexeme) for lexeme, hits, df in terms_cursor.fetchall()]

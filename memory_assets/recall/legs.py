@@ -10,7 +10,7 @@ from psycopg.rows import dict_row
 
 from memory_assets import embeddings, tracing
 from memory_assets import vocabulary as V
-from memory_assets.database import execute_positional, for_project, query
+from memory_assets.database import execute_positional, query
 from memory_assets.recall.request import hnsw_candidates, send_request_context
 
 Row = tuple[Any, ...]  # (unit_id, score or distance, episodic); neighbours: (seed, unit_id, distance)
@@ -39,8 +39,8 @@ def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key:
     """
     send_request_context(conn, params["project"], params["k"])
     with tracing.span("memory.recall.legs") as span:
-        statement = for_project(embeddings.model_query("recall/candidates", model_key), params["project"])
-        rows = execute_positional(conn, statement, statement_params(params, vector, sparse)).fetchall()
+        rows = execute_positional(conn, embeddings.model_query("recall/candidates", model_key),
+                                  statement_params(params, vector, sparse)).fetchall()
         found = unpack(rows)
         tracing.record(span, dense=len(found.dense), sparse=len(found.sparse), near=len(found.near),
                        rows=len(found.details))
