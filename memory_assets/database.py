@@ -382,9 +382,9 @@ def _reconnect_failed(pool: ConnectionPool) -> None:
 
 
 def refresh_statistics(conn: psycopg.Connection[Any], table: str, written: int = 0) -> bool:
-    """ANALYZE a table that bulk writes (`written` rows of the caller's, which the counters may not show yet)
-    changed past autovacuum's own threshold, so the next request is not planned on the old statistics until the
-    daemon's next round; True when it analysed, False when it was not needed or the table was busy."""
+    """ANALYZE a table that bulk writes changed past autovacuum's own threshold (this connection's writes counted at
+    once, another's by the `written` rows it says it wrote), so the next request is not planned on the old
+    statistics until the daemon's next round; True when it analysed, False when not needed or the table was busy."""
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise RuntimeError("refresh_statistics runs in its own transaction: call it outside any other")
     conn.execute(query("database/flush_statistics"))  # this backend's own writes counted before the check

@@ -31,7 +31,6 @@ def curated_units(context: dg.AssetExecutionContext, postgres: PostgresResource,
             context.log.info(f"curated {day}: {counts}")
             totals = {k: totals.get(k, 0) + v for k, v in counts.items()}
         queue = len(curation.review_queue(conn))
-        changed = sum(totals.get(outcome, 0) for outcome in ("merged", "review", "promoted"))
-        analyzed = database.refresh_statistics(conn, V.UNITS_TABLE, written=changed)
+        analyzed = database.refresh_statistics(conn, V.UNITS_TABLE)
     return dg.MaterializeResult(metadata={"serving_model": model, **totals, "review_queue": queue,
                                           V.STATISTICS_REFRESHED: analyzed})

@@ -29,7 +29,7 @@ def ledger_units(context: dg.AssetExecutionContext, postgres: PostgresResource) 
             totals = {k: totals[k] + counts.get(k, 0) for k in totals}
             context.log.info(f"folded {day}: {counts['inserted']} new units, {counts['linked']} sources")
         summary = units.day_summary(conn, days[0], days[-1])
-        analyzed = database.refresh_statistics(conn, V.UNITS_TABLE, written=totals["inserted"])
+        analyzed = database.refresh_statistics(conn, V.UNITS_TABLE)
     return dg.MaterializeResult(
         metadata={
             "days": len(days),

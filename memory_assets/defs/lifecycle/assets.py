@@ -28,8 +28,7 @@ def decay_scores(context: dg.AssetExecutionContext, postgres: PostgresResource) 
             counts = decay.score_day(conn, day)
             context.log.info(f"decay {day}: {counts}")
             totals = {k: totals.get(k, 0) + v for k, v in counts.items()}
-        analyzed = database.refresh_statistics(conn, V.UNITS_TABLE,
-                                               written=totals.get("expired", 0) + totals.get("stale", 0))
+        analyzed = database.refresh_statistics(conn, V.UNITS_TABLE)
     return dg.MaterializeResult(metadata={**totals, V.STATISTICS_REFRESHED: analyzed})
 
 
@@ -47,7 +46,6 @@ def consolidation_clusters(context: dg.AssetExecutionContext, postgres: Postgres
     with postgres.memory().connection() as conn:
         counts = consolidation.consolidate_week(conn, embeddings.serving_model(conn), week_start,
                                                 summarizer=summarizer.summarizer())
-        analyzed = database.refresh_statistics(conn, V.UNITS_TABLE,
-                                               written=counts.get("clusters", 0) + counts.get("retired", 0))
+        analyzed = database.refresh_statistics(conn, V.UNITS_TABLE)
     context.log.info(f"consolidated week {week_start}: {counts}")
     return dg.MaterializeResult(metadata={**counts, V.STATISTICS_REFRESHED: analyzed})
