@@ -28,12 +28,11 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
 ), sparse AS MATERIALIZED (
     SELECT s.id AS unit_id, s.score, s.episodic, row_number() OVER (ORDER BY s.score DESC, s.tsrank DESC, s.number)
            AS rank
-    FROM (SELECT h.id, min(h.number) AS number, bool_or(h.episodic) AS episodic, sum(t.idf ORDER BY t.term) AS score,
-                 max(h.tsrank) AS tsrank
+    FROM (SELECT h.id, h.number, h.episodic, sum(t.idf ORDER BY t.term) AS score, h.tsrank
           FROM hits h JOIN terms t ON t.term = h.term
           WHERE h.recallable
-          GROUP BY h.id
-          ORDER BY score DESC, tsrank DESC, number
+          GROUP BY h.id, h.number, h.episodic, h.tsrank  -- one unit's: the same on each of its pairs
+          ORDER BY score DESC, h.tsrank DESC, h.number
           LIMIT %(candidates)s) AS s
 ), seedable AS MATERIALIZED (  -- the candidates that may seed the neighbour spread
     SELECT unit_id FROM dense WHERE rank <= %(seed_rank)s UNION SELECT unit_id FROM sparse WHERE rank <= %(seed_rank)s
