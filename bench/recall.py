@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import median, percentile, scratch_memory, write_result
 from bench.ingest import candidates
-from memory_assets import authz, embeddings
+from memory_assets import authz, database, embeddings
 from memory_assets import vocabulary as V
 from memory_assets.database import query
 from memory_assets.ledger import capture
@@ -93,10 +93,11 @@ def timed_recalls(mem, project: str, queries: np.ndarray, k: int) -> tuple[list[
 def timed_searches(mem, project: str, queries: np.ndarray, k: int) -> list[float]:
     """The dense leg's SQL alone (inside one scoped transaction): the part numpy's brute force stands for."""
     latencies = []
+    model_key = mem.serving_model()
     with mem.connection() as conn, authz.scoped(conn, authz.Actor.reader(project, "bench")):
-        model_key, _, _ = request.request_context(conn, project, k)
+        dense, planned = database.project_plan(conn, embeddings.model_query("recall/dense", model_key), project)
+        request.request_context(conn, project, k, planned)  # planned as recall plans it
         params = request.request_params(project, [], k, datetime.now(UTC), False)
-        dense = embeddings.model_query("recall/dense", model_key)
         for q in np.vstack([queries, queries]):  # the first pass untimed, as in timed_recalls
             start = time.perf_counter()
             conn.execute(dense, legs.statement_params(params, q, sparse=False)).fetchall()

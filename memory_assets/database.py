@@ -11,6 +11,7 @@ import re
 import subprocess
 import threading
 import time
+import weakref
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -313,7 +314,31 @@ def query(name: str) -> str:
     return PLACEHOLDER.sub(spell, text)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=V.PROJECT_STATEMENTS_CACHED)
+def with_project_literal(statement: str, project: str) -> str:
+    """A statement with its project as a literal instead of a parameter, so that a plan prepared for it is made
+    knowing the project's size, which a plan made for any project could not."""
+    return statement.replace("%(project)s", sql.Literal(project).as_string())
+
+
+_PROJECT_PLANS: weakref.WeakKeyDictionary[psycopg.Connection[Any], set[str]] = weakref.WeakKeyDictionary()
+_PROJECT_PLANS_LOCK = threading.Lock()
+
+
+def project_plan(conn: psycopg.Connection[Any], statement: str, project: str) -> tuple[str, bool]:
+    """The statement to prepare for a project on this connection, and whether its plan is the project's own: the
+    first PROJECT_PLANS_PER_CONNECTION projects a connection serves get the statement with their project as a
+    literal (one plan each, made once, knowing the project's size); any other gets the statement as it is, to be
+    planned per request, since each kept plan holds ~1.3 MB of the server's memory while the connection lives."""
+    with _PROJECT_PLANS_LOCK:
+        planned = _PROJECT_PLANS.setdefault(conn, set())
+        if project not in planned and len(planned) < V.PROJECT_PLANS_PER_CONNECTION:
+            planned.add(project)
+        own = project in planned
+    return (with_project_literal(statement, project), True) if own else (statement, False)
+
+
+@functools.lru_cache(maxsize=V.PROJECT_STATEMENTS_CACHED)
 def positional(statement: str) -> tuple[str, tuple[str, ...]]:
     """A statement's %(name)s parameters as PostgreSQL's $1..$n, and the names in that order, worked out once:
     psycopg caches its own parse only for statements under 4 kB, and recall/candidates (11 kB) was parsed again on

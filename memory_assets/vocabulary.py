@@ -184,6 +184,12 @@ DAGSTER_DATABASE = "dagster"
 # `make dev`'s dagster.yaml reads Dagster's storage URL from this variable (set for its processes, never on disk)
 DAGSTER_STORAGE_URL_ENV = "MEMORY_ASSETS_DAGSTER_STORAGE_URL"
 POOL_MAX_SIZE = 20
+# Recall's statement with its project as a literal (database.project_plan), so that its prepared plan knows the
+# project's size: kept for this many projects per connection (each plan ~1.3 MB of the server's memory for the
+# connection's life; the pool replaces a connection after an hour), and the texts composed per project kept in this
+# process (~11 kB each; psycopg keeps up to 100 prepared statements per connection)
+PROJECT_PLANS_PER_CONNECTION = 8
+PROJECT_STATEMENTS_CACHED = 512
 # Statistics after a bulk write (database.refresh_statistics): the table the folds and curation grow, the metadata
 # key the assets report it under, and how long an ANALYZE waits for a VACUUM or ANALYZE already running on it: under
 # the server's deadlock_timeout (1 s by default), past which a waiter cancels autovacuum's own run instead

@@ -10,7 +10,7 @@ from psycopg.rows import dict_row
 
 from memory_assets import embeddings, tracing
 from memory_assets import vocabulary as V
-from memory_assets.database import execute_positional, query
+from memory_assets.database import execute_positional, project_plan, query
 from memory_assets.recall.request import hnsw_candidates, send_request_context
 
 Row = tuple[Any, ...]  # (unit_id, score or distance, episodic); neighbours: (seed, unit_id, distance)
@@ -31,16 +31,17 @@ class Candidates(NamedTuple):
 
 def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key: str, vector: Any,
                sparse: bool) -> Candidates:
-    """Both legs, the neighbouring turns and the scoring details in one prepared statement, after the request's
-    context (HNSW knobs) in the same round trip when the connection is in pipeline mode.
+    """Both legs, the neighbouring turns and the scoring details in one prepared statement (its plan the project's
+    own where the connection keeps one, database.project_plan), after the request's context (HNSW knobs, plan mode)
+    in the same round trip when the connection is in pipeline mode.
 
     `model_key` is the model `vector` was encoded for (None: no dense leg); a serving model that differs gives no
     dense rows and says which model serves.
     """
-    send_request_context(conn, params["project"], params["k"])
+    statement, planned = project_plan(conn, embeddings.model_query("recall/candidates", model_key), params["project"])
+    send_request_context(conn, params["project"], params["k"], planned)
     with tracing.span("memory.recall.legs") as span:
-        rows = execute_positional(conn, embeddings.model_query("recall/candidates", model_key),
-                                  statement_params(params, vector, sparse)).fetchall()
+        rows = execute_positional(conn, statement, statement_params(params, vector, sparse)).fetchall()
         found = unpack(rows)
         tracing.record(span, dense=len(found.dense), sparse=len(found.sparse), near=len(found.near),
                        rows=len(found.details))

@@ -81,18 +81,21 @@ class RequestContext(NamedTuple):
     ef_search: int
 
 
-def send_request_context(conn: psycopg.Connection[Any], project: str, k: int) -> psycopg.Cursor[Any]:
-    """Send the request's first read, which sets the HNSW knobs and the plan mode for the project's size, and no
-    parallel workers (in pipeline mode it waits for nothing: its row comes back with the next statement's)."""
+def send_request_context(conn: psycopg.Connection[Any], project: str, k: int,
+                         planned: bool = False) -> psycopg.Cursor[Any]:
+    """Send the request's first read, which sets the HNSW knobs for the project's size, the plan mode (`planned`:
+    the statement is the project's own, database.project_plan) and no parallel workers (in pipeline mode it waits
+    for nothing: its row comes back with the next statement's)."""
     ef_floor = max(V.HNSW_EF_SEARCH, hnsw_candidates(k) * V.HNSW_OVERFETCH)
     return conn.execute(named_query("recall/request_context"), {
         **embeddings.SERVING_MODEL_PARAMS, "project": project, "ef_floor": ef_floor,
-        "ef_max": max(ef_floor, V.HNSW_EF_SEARCH_MAX), "hnsw_min": V.HNSW_MIN_PROJECT_UNITS}, prepare=True)
+        "ef_max": max(ef_floor, V.HNSW_EF_SEARCH_MAX), "hnsw_min": V.HNSW_MIN_PROJECT_UNITS, "planned": planned},
+        prepare=True)
 
 
-def request_context(conn: psycopg.Connection[Any], project: str, k: int) -> RequestContext:
+def request_context(conn: psycopg.Connection[Any], project: str, k: int, planned: bool = False) -> RequestContext:
     """The serving model and the project's size in the request's first read, with the HNSW knobs set for its size."""
-    row = one(send_request_context(conn, project, k))
+    row = one(send_request_context(conn, project, k, planned))
     return RequestContext(str(row[0]), int(row[1]), int(row[2]))
 
 

@@ -8,7 +8,7 @@ from psycopg import sql
 from memory_assets import authz, embeddings
 from memory_assets import vocabulary as V
 from memory_assets.errors import ValidationError
-from memory_assets.recall import legs, request
+from memory_assets.recall import legs, request, search
 
 
 def note(mem, project, title, body, **kw):
@@ -40,20 +40,43 @@ def test_ef_search_grows_with_the_project_between_its_bounds(mem, conn):
             assert conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()[0] == str(expected)
 
 
-def test_the_exact_path_plans_each_request_the_hnsw_path_once_and_the_setting_ends_with_it(mem, conn):
-    """Under HNSW_MIN_PROJECT_UNITS a request plans its statement for its own project and terms (a generic plan
-    cannot know the project's size: a 1,000-unit project beside a 100,000-unit one ran 6x slower with it); above,
-    the statement is planned once (PostgreSQL's own choice planned it anew for every request); either is local to
-    the request."""
+def test_a_projects_own_statement_is_planned_once_another_on_the_exact_path_per_request(mem, conn):
+    """A statement with its project as a literal (database.project_plan) is planned once: the plan knows the
+    project's size. The statement made for any project is planned per request under HNSW_MIN_PROJECT_UNITS (a plan
+    made for any project cannot know the project's size: a 1,000-unit project beside a 100,000-unit one ran 6x
+    slower with it) and once above (PostgreSQL's own choice planned it anew for every request); either setting is
+    local to the request."""
     note(mem, "acme", "Deploy window", "Deploys happen on Tuesdays.")
     actor = authz.Actor("t", read=("acme",))
-    for units, mode in ((V.HNSW_MIN_PROJECT_UNITS - 1, "force_custom_plan"),
-                        (V.HNSW_MIN_PROJECT_UNITS, "force_generic_plan")):
+    for units, planned, mode in ((V.HNSW_MIN_PROJECT_UNITS - 1, False, "force_custom_plan"),
+                                 (V.HNSW_MIN_PROJECT_UNITS - 1, True, "force_generic_plan"),
+                                 (V.HNSW_MIN_PROJECT_UNITS, False, "force_generic_plan"),
+                                 (V.HNSW_MIN_PROJECT_UNITS, True, "force_generic_plan")):
         conn.execute("UPDATE memory_projects SET last_number = %s WHERE project = 'acme'", (units,))
         with authz.scoped(conn, actor):
-            request.request_context(conn, "acme", 10)
+            request.request_context(conn, "acme", 10, planned)
             assert conn.execute("SELECT current_setting('plan_cache_mode')").fetchone()[0] == mode
         assert conn.execute("SELECT current_setting('plan_cache_mode')").fetchone()[0] == "auto"
+
+
+def test_a_connection_plans_its_first_projects_once_each_and_any_other_per_request(mem, monkeypatch):
+    """The candidates statement names its project as a literal for the first PROJECT_PLANS_PER_CONNECTION projects
+    a connection serves: one generic plan each, made for that project; a project past the bound shares the statement
+    made for any project, planned for each request, so the plans a connection holds stay bounded (~1.3 MB each)."""
+    monkeypatch.setattr(V, "PROJECT_PLANS_PER_CONNECTION", 2)
+    projects = ("acme", "beta", "gamma")
+    for project in projects:
+        note(mem, project, "Deploy window", f"Deploys of {project} happen on Tuesdays.")
+    with mem.connection() as conn:
+        for _ in range(3):
+            for project in projects:
+                assert [h.title for h in search.recall(conn, project, "when do deploys happen",
+                                                       encoder=mem.encoder)] == ["Deploy window"]
+        plans = conn.execute(
+            "SELECT coalesce(substring(statement FROM 'u.project = ''([a-z]+)'''), 'any'), generic_plans,"
+            " custom_plans FROM pg_prepared_statements WHERE statement LIKE '%sparse AS MATERIALIZED%' ORDER BY 1"
+        ).fetchall()
+    assert plans == [("acme", 3, 0), ("any", 0, 3), ("beta", 3, 0)]
 
 
 def test_a_request_starts_no_parallel_workers_however_cheap_the_planner_thinks_them(mem, conn, embedder):

@@ -198,7 +198,7 @@ def test_the_hnsw_path_is_planned_once_and_walks_the_index_beside_many_projects(
     """A store of many projects made the planner sort a big project's every vector instead of walking the index (row-
     level security's `project = ANY (scopes)` made it guess the project small: 23 against 9.6 ms at 10,000 units), and
     hash all its units to join the walk. The walk is a function planned with sorting off, each walked vector one
-    primary-key probe, and the statement planned once per connection: the same hits as the exact path."""
+    primary-key probe, and the statement planned once per connection and project: the same hits as the exact path."""
     for i in range(12):
         note(mem, "acme", f"Deploy window {i}", f"Deploys to production happen on Tuesday slot {i}.")
     for i in range(40):
@@ -213,10 +213,10 @@ def test_the_hnsw_path_is_planned_once_and_walks_the_index_beside_many_projects(
     for _ in range(6):
         walked = [h.token for h in recall(conn, "acme", question, k=5, legs="dense", encoder=encode)]
         assert walked == exact and len(exact) == 5
-    text = embeddings.model_query("recall/candidates", T1)
+    text = database.with_project_literal(embeddings.model_query("recall/candidates", T1), "acme")
     plans = conn.execute("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = %s",
                          (database.positional(text)[0],)).fetchall()
-    assert plans == [(6, 1)]  # six generic runs; the exact path's one request was planned for itself
+    assert plans == [(7, 0)]  # the project's own plan for its every run, on the exact path and the HNSW path alike
     with authz.scoped(conn, authz.Actor.reader("acme")):
         generic = "\n".join(row[0] for row in conn.execute("EXPLAIN (GENERIC_PLAN) " + database.positional(text)[0]))
     walk = generic[generic.index("CTE dense_hnsw"): generic.index("CTE dense_exact")]
