@@ -95,8 +95,9 @@ def timed_searches(mem, project: str, queries: np.ndarray, k: int) -> list[float
     latencies = []
     model_key = mem.serving_model()
     with mem.connection() as conn, authz.scoped(conn, authz.Actor.reader(project, "bench")):
+        database.keep_project_plans(conn, project)  # as recall keeps a project with units after its first request
         dense, planned = database.project_plan(conn, embeddings.model_query("recall/dense", model_key), project)
-        request.request_context(conn, project, k, planned)  # planned as recall plans it
+        request.request_context(conn, project, k, planned=planned)
         params = request.request_params(project, [], k, datetime.now(UTC), False)
         for q in np.vstack([queries, queries]):  # the first pass untimed, as in timed_recalls
             start = time.perf_counter()
@@ -112,7 +113,7 @@ def timed_floors(mem, project: str, k: int, count: int) -> tuple[list[float], in
         for _ in range(count + 1):
             start = time.perf_counter()
             with authz.scoped(conn, authz.Actor.reader(project, "bench")):
-                ef_search = request.request_context(conn, project, k).ef_search
+                ef_search = request.request_context(conn, project, k, planned=False).ef_search
             latencies.append((time.perf_counter() - start) * 1000)
     return latencies[1:], ef_search
 

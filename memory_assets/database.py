@@ -323,19 +323,29 @@ def with_project_literal(statement: str, project: str) -> str:
 
 _PROJECT_PLANS: weakref.WeakKeyDictionary[psycopg.Connection[Any], set[str]] = weakref.WeakKeyDictionary()
 _PROJECT_PLANS_LOCK = threading.Lock()
+_PLANNABLE_PROJECT = re.compile(V.PROJECT_PATTERN)
 
 
 def project_plan(conn: psycopg.Connection[Any], statement: str, project: str) -> tuple[str, bool]:
-    """The statement to prepare for a project on this connection, and whether its plan is the project's own: the
-    first PROJECT_PLANS_PER_CONNECTION projects a connection serves get the statement with their project as a
-    literal (one plan each, made once, knowing the project's size); any other gets the statement as it is, to be
-    planned per request, since each kept plan holds ~1.3 MB of the server's memory while the connection lives."""
+    """The statement to prepare for a project on this connection, and whether it is the project's own: for a project
+    the connection keeps plans for (keep_project_plans), the statement with the project as a literal, planned once
+    knowing the project's size; for any other, the statement as it is, planned per request."""
     with _PROJECT_PLANS_LOCK:
-        planned = _PROJECT_PLANS.setdefault(conn, set())
-        if project not in planned and len(planned) < V.PROJECT_PLANS_PER_CONNECTION:
-            planned.add(project)
-        own = project in planned
+        own = project in _PROJECT_PLANS.get(conn, ())
     return (with_project_literal(statement, project), True) if own else (statement, False)
+
+
+def keep_project_plans(conn: psycopg.Connection[Any], project: str) -> None:
+    """Let this connection keep its own plans for a project that has units, while it keeps them for fewer than
+    PROJECT_PLANS_PER_CONNECTION projects: each kept plan holds ~1.34 MB of the server's memory for the connection's
+    life, so a name that finds nothing (or one past the bound) never takes a place, and its requests are planned
+    each time, as before; a name that is not a valid project never becomes a literal."""
+    if not _PLANNABLE_PROJECT.fullmatch(project):
+        return
+    with _PROJECT_PLANS_LOCK:
+        kept = _PROJECT_PLANS.setdefault(conn, set())
+        if len(kept) < V.PROJECT_PLANS_PER_CONNECTION:
+            kept.add(project)
 
 
 @functools.lru_cache(maxsize=V.PROJECT_STATEMENTS_CACHED)

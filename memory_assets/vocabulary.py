@@ -184,10 +184,10 @@ DAGSTER_DATABASE = "dagster"
 # `make dev`'s dagster.yaml reads Dagster's storage URL from this variable (set for its processes, never on disk)
 DAGSTER_STORAGE_URL_ENV = "MEMORY_ASSETS_DAGSTER_STORAGE_URL"
 POOL_MAX_SIZE = 20
-# Recall's statement with its project as a literal (database.project_plan), so that its prepared plan knows the
-# project's size: kept for this many projects per connection (each plan ~1.3 MB of the server's memory for the
-# connection's life; the pool replaces a connection after an hour), and the texts composed per project kept in this
-# process (~11 kB each; psycopg keeps up to 100 prepared statements per connection)
+# Recall's statements with their project as a literal (database.project_plan), so that a prepared plan knows the
+# project's size: a connection keeps them for this many projects, each let in once a request found it has units
+# (a candidates plan holds ~1.34 MB of the server's memory for the connection's life; the pool replaces a connection
+# after an hour), and the texts composed per project kept in this process (~11 kB each)
 PROJECT_PLANS_PER_CONNECTION = 8
 PROJECT_STATEMENTS_CACHED = 512
 # Statistics after a bulk write (database.refresh_statistics): the table the folds and curation grow, the metadata

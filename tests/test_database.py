@@ -94,23 +94,25 @@ def test_a_long_statement_runs_with_its_parameters_numbered_once(conn):
         database.positional("SELECT 'a%%' || %(a)s")
 
 
-def test_a_connection_keeps_a_plan_of_its_own_for_its_first_projects_only(clean, monkeypatch):
-    """project_plan names the project as a quoted literal for the first PROJECT_PLANS_PER_CONNECTION projects a
-    connection serves, and gives any other the statement as it is: the plans a connection holds stay bounded however
-    many projects it serves, and another connection counts its own."""
+def test_a_connection_keeps_its_own_plans_for_a_bounded_number_of_valid_projects(clean, monkeypatch):
+    """project_plan gives the statement as it is until keep_project_plans lets the connection keep the project's
+    own, its name a quoted literal; it lets in at most PROJECT_PLANS_PER_CONNECTION projects, never a name that is
+    not a valid project (it would become SQL), and another connection counts its own."""
     monkeypatch.setattr(V, "PROJECT_PLANS_PER_CONNECTION", 2)
     statement = "SELECT %(project)s::text AS project, %(k)s::int AS k"
+    own = "SELECT 'acme'::text AS project, %(k)s::int AS k"
+    names = ("acme", "o'brien", "x%(k)s", "beta", "gamma")
     with psycopg.connect(clean) as first, psycopg.connect(clean) as second:
-        served = [database.project_plan(first, statement, p) for p in ("acme", "o'brien", "beta", "acme")]
-        assert served == [("SELECT 'acme'::text AS project, %(k)s::int AS k", True),
-                          ("SELECT 'o''brien'::text AS project, %(k)s::int AS k", True),
-                          (statement, False),
-                          ("SELECT 'acme'::text AS project, %(k)s::int AS k", True)]
-        rows = [first.execute(text, {"project": p, "k": 1}).fetchone()
-                for (text, _), p in zip(served, ("acme", "o'brien", "beta", "acme"), strict=True)]
-        assert rows == [("acme", 1), ("o'brien", 1), ("beta", 1), ("acme", 1)]
-        assert database.project_plan(second, statement, "beta") == (
-            "SELECT 'beta'::text AS project, %(k)s::int AS k", True)
+        assert database.project_plan(first, statement, "acme") == (statement, False)
+        for project in names:
+            database.keep_project_plans(first, project)
+        assert {p: database.project_plan(first, statement, p) for p in names} == {
+            "acme": (own, True), "o'brien": (statement, False), "x%(k)s": (statement, False),
+            "beta": ("SELECT 'beta'::text AS project, %(k)s::int AS k", True), "gamma": (statement, False)}
+        assert first.execute(own, {"k": 1}).fetchone() == ("acme", 1)
+        assert database.project_plan(second, statement, "acme") == (statement, False)
+        database.keep_project_plans(second, "gamma")
+        assert database.project_plan(second, statement, "gamma")[1]
 
 
 def test_migrations_are_recorded_once(clean):

@@ -19,6 +19,7 @@ from psycopg.rows import dict_row
 from memory_assets import tracing
 from memory_assets import vocabulary as V
 from memory_assets.database import query as named_query
+from memory_assets.database import with_project_literal
 from memory_assets.recall import cues, fusion
 from memory_assets.recall.legs import Candidates, candidates, seedable
 
@@ -43,13 +44,16 @@ class Feedback(NamedTuple):
 
 
 def feedback(conn: psycopg.Connection[Any], params: dict[str, Any], model_key: str, ids: list[str],
-             units: int) -> Feedback:
+             units: int, *, planned: bool) -> Feedback:
     """The hits' text, personas and vectors, and their salient lexemes by (hits holding it) x IDF, best first; both
-    statements in one round trip when the connection is in pipeline mode."""
+    statements in one round trip when the connection is in pipeline mode, the terms' planned as the request's
+    candidates were (`planned`: the project's own statement, under the plan mode the request set for it)."""
     statement = {**params, "ids": ids, "model": model_key}
     with tracing.span("memory.recall.feedback") as span, conn.cursor(row_factory=dict_row) as docs_cursor:
         docs_cursor.execute(named_query("recall/feedback_docs"), statement, prepare=True)
-        terms_cursor = conn.execute(named_query("recall/feedback_terms"), statement, prepare=True)
+        terms = named_query("recall/feedback_terms")
+        terms_cursor = conn.execute(with_project_literal(terms, params["project"]) if planned else terms, statement,
+                                    prepare=True)
         order = {unit_id: rank for rank, unit_id in enumerate(ids)}
         docs = sorted(docs_cursor.fetchall(), key=lambda d: order[d["unit_id"]])
         scored = [(hits * idf(df, units), lexeme) for lexeme, hits, df in terms_cursor.fetchall()]
@@ -98,7 +102,7 @@ def rounds(conn: psycopg.Connection[Any], params: dict[str, Any], query: str, fo
     neighbours and details as the first round's), fused like the first round."""
     if not best:
         return []
-    fed = feedback(conn, params, found.model_key, best, found.units)
+    fed = feedback(conn, params, found.model_key, best, found.units, planned=found.planned)
     done: list[Round] = []
     if prf:
         terms = list(dict.fromkeys(params["terms"] + fed.salient[: V.PRF_TERMS]))

@@ -10,7 +10,7 @@ from psycopg.rows import dict_row
 
 from memory_assets import embeddings, tracing
 from memory_assets import vocabulary as V
-from memory_assets.database import execute_positional, project_plan, query
+from memory_assets.database import execute_positional, keep_project_plans, project_plan, query
 from memory_assets.recall.request import hnsw_candidates, send_request_context
 
 Row = tuple[Any, ...]  # (unit_id, score or distance, episodic); neighbours: (seed, unit_id, distance)
@@ -27,6 +27,7 @@ class Candidates(NamedTuple):
     sparse: list[Row]
     near: list[Row]
     details: dict[str, dict[str, Any]]
+    planned: bool = False  # the statement was the project's own (database.project_plan), planned once
 
 
 def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key: str, vector: Any,
@@ -39,12 +40,14 @@ def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key:
     dense rows and says which model serves.
     """
     statement, planned = project_plan(conn, embeddings.model_query("recall/candidates", model_key), params["project"])
-    send_request_context(conn, params["project"], params["k"], planned)
+    send_request_context(conn, params["project"], params["k"], planned=planned)
     with tracing.span("memory.recall.legs") as span:
         rows = execute_positional(conn, statement, statement_params(params, vector, sparse)).fetchall()
-        found = unpack(rows)
+        found = unpack(rows)._replace(planned=planned)
         tracing.record(span, dense=len(found.dense), sparse=len(found.sparse), near=len(found.near),
-                       rows=len(found.details))
+                       rows=len(found.details), planned=planned)
+    if found.units > 0:  # a project this reader can see units of: its next requests may run on its own plan
+        keep_project_plans(conn, params["project"])
     return found
 
 

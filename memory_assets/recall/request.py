@@ -81,8 +81,8 @@ class RequestContext(NamedTuple):
     ef_search: int
 
 
-def send_request_context(conn: psycopg.Connection[Any], project: str, k: int,
-                         planned: bool = False) -> psycopg.Cursor[Any]:
+def send_request_context(conn: psycopg.Connection[Any], project: str, k: int, *,
+                         planned: bool) -> psycopg.Cursor[Any]:
     """Send the request's first read, which sets the HNSW knobs for the project's size, the plan mode (`planned`:
     the statement is the project's own, database.project_plan) and no parallel workers (in pipeline mode it waits
     for nothing: its row comes back with the next statement's)."""
@@ -93,9 +93,9 @@ def send_request_context(conn: psycopg.Connection[Any], project: str, k: int,
         prepare=True)
 
 
-def request_context(conn: psycopg.Connection[Any], project: str, k: int, planned: bool = False) -> RequestContext:
+def request_context(conn: psycopg.Connection[Any], project: str, k: int, *, planned: bool) -> RequestContext:
     """The serving model and the project's size in the request's first read, with the HNSW knobs set for its size."""
-    row = one(send_request_context(conn, project, k, planned))
+    row = one(send_request_context(conn, project, k, planned=planned))
     return RequestContext(str(row[0]), int(row[1]), int(row[2]))
 
 

@@ -102,7 +102,8 @@ def recall(conn: psycopg.Connection[Any], project: str, query: str, k: int = V.R
     with conn.pipeline():
         with authz.scoped(conn, actor):
             sparse_leg = bool(terms) and legs in ("hybrid", "sparse")
-            found = candidates(conn, params, encoded_for or V.DEFAULT_SERVING_MODEL, vector, sparse_leg)
+            found = candidates(conn, params, encoded_for or serving_model or V.DEFAULT_SERVING_MODEL, vector,
+                               sparse_leg)
             if vector is not None and found.model_key != encoded_for:  # the serving model switched in between
                 vector = None
                 notes.append(f"the serving model changed to {found.model_key} during the request")

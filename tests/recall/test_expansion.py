@@ -76,7 +76,7 @@ def test_prf_adds_the_top_hits_salient_terms_and_moves_the_query_vector(mem, con
     with mem.connection() as conn2, authz.scoped(conn2, authz.Actor.reader("acme")):
         ids = [str(r[0]) for r in conn2.execute("SELECT id FROM memory_units WHERE title LIKE 'Kettle%'")]
         params = {"project": "acme", "reader": None, "tsquery": "descale | kettle"}
-        fed = expansion.feedback(conn2, params, V.DEFAULT_SERVING_MODEL, ids, units=9)
+        fed = expansion.feedback(conn2, params, V.DEFAULT_SERVING_MODEL, ids, units=9, planned=False)
     assert fed.salient[:2] == ["acid", "citric"]  # in every hit, in a fourth unit: the best terms
     assert "kettl" not in fed.salient and "descal" not in fed.salient  # the query's own lexemes are not added
     vector = embeddings.encode_query(V.DEFAULT_SERVING_MODEL, query)

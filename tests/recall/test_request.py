@@ -35,7 +35,7 @@ def test_ef_search_grows_with_the_project_between_its_bounds(mem, conn):
     for units, expected in ((1, floor), (200**2, 200), (10**7, V.HNSW_EF_SEARCH_MAX)):
         conn.execute("UPDATE memory_projects SET last_number = %s WHERE project = 'acme'", (units,))
         with authz.scoped(conn, actor):
-            context = request.request_context(conn, "acme", 10)
+            context = request.request_context(conn, "acme", 10, planned=False)
             assert (context.units, context.ef_search) == (units, expected)
             assert conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()[0] == str(expected)
 
@@ -54,29 +54,66 @@ def test_a_projects_own_statement_is_planned_once_another_on_the_exact_path_per_
                                  (V.HNSW_MIN_PROJECT_UNITS, True, "force_generic_plan")):
         conn.execute("UPDATE memory_projects SET last_number = %s WHERE project = 'acme'", (units,))
         with authz.scoped(conn, actor):
-            request.request_context(conn, "acme", 10, planned)
+            request.request_context(conn, "acme", 10, planned=planned)
             assert conn.execute("SELECT current_setting('plan_cache_mode')").fetchone()[0] == mode
         assert conn.execute("SELECT current_setting('plan_cache_mode')").fetchone()[0] == "auto"
 
 
-def test_a_connection_plans_its_first_projects_once_each_and_any_other_per_request(mem, monkeypatch):
-    """The candidates statement names its project as a literal for the first PROJECT_PLANS_PER_CONNECTION projects
-    a connection serves: one generic plan each, made for that project; a project past the bound shares the statement
-    made for any project, planned for each request, so the plans a connection holds stay bounded (~1.3 MB each)."""
+def plans_of(conn, marker):
+    """The connection's prepared statements holding `marker`, by the project they name ('any': the parameter)."""
+    return conn.execute(
+        "SELECT coalesce(substring(statement FROM $$project = '([a-z]+)'$$), 'any'), generic_plans, custom_plans"
+        " FROM pg_prepared_statements WHERE strpos(statement, %s) > 0 ORDER BY 1", (marker,)).fetchall()
+
+
+def test_a_connection_plans_a_found_project_once_and_any_other_per_request(mem, monkeypatch):
+    """After a project's first request finds it has units, the connection keeps the candidates statement with the
+    project as a literal: one generic plan, made for that project. A project past PROJECT_PLANS_PER_CONNECTION, or a
+    name that finds nothing (it takes no place), shares the statement made for any project, planned per request, so
+    the plans a connection holds stay bounded (~1.34 MB each)."""
     monkeypatch.setattr(V, "PROJECT_PLANS_PER_CONNECTION", 2)
-    projects = ("acme", "beta", "gamma")
-    for project in projects:
+    projects = ("acme", "nothing", "beta", "gamma")
+    for project in ("acme", "beta", "gamma"):
         note(mem, project, "Deploy window", f"Deploys of {project} happen on Tuesdays.")
     with mem.connection() as conn:
         for _ in range(3):
             for project in projects:
-                assert [h.title for h in search.recall(conn, project, "when do deploys happen",
-                                                       encoder=mem.encoder)] == ["Deploy window"]
-        plans = conn.execute(
-            "SELECT coalesce(substring(statement FROM 'u.project = ''([a-z]+)'''), 'any'), generic_plans,"
-            " custom_plans FROM pg_prepared_statements WHERE statement LIKE '%sparse AS MATERIALIZED%' ORDER BY 1"
-        ).fetchall()
-    assert plans == [("acme", 3, 0), ("any", 0, 3), ("beta", 3, 0)]
+                titles = [h.title for h in search.recall(conn, project, "when do deploys happen", encoder=mem.encoder)]
+                assert titles == ([] if project == "nothing" else ["Deploy window"])
+        plans = plans_of(conn, "sparse AS MATERIALIZED")
+    assert plans == [("acme", 2, 0), ("any", 0, 8), ("beta", 2, 0)]
+
+
+def test_the_query_side_rounds_plan_their_terms_as_the_candidates_are_planned(mem, monkeypatch):
+    """The plan mode a request sets lasts for its transaction: the query-side rounds' term statement is the
+    project's own where the candidates statement is (a generic plan made for any project would not know the
+    project's size), and shares the statement planned per request where it is not."""
+    monkeypatch.setattr(V, "PROJECT_PLANS_PER_CONNECTION", 1)
+    for project in ("acme", "beta"):
+        note(mem, project, "Deploy window", f"Deploys of {project} happen on Tuesdays after the review.")
+        note(mem, project, "Review", f"The review of {project} deploys happens on Mondays.")
+    with mem.connection() as conn:
+        for _ in range(3):
+            for project in ("acme", "beta"):
+                search.recall(conn, project, "when do deploys happen", encoder=mem.encoder, prf=True)
+        terms = plans_of(conn, "Candidate expansion terms")
+    assert terms == [("acme", 2, 0), ("any", 0, 4)]
+
+
+def test_a_sparse_request_prepares_the_serving_models_statement_not_a_second_one(mem):
+    """A request without a query vector composes the candidates statement for the serving model, as a dense request
+    does, so a project's own plans are one per serving model, not one more for the default model."""
+    served = next(key for key in V.EMBEDDING_MODELS if key != V.DEFAULT_SERVING_MODEL)
+    note(mem, "acme", "Deploy window", "Deploys happen on Tuesdays.")
+    mem.set_serving_model(served)
+    with mem.connection() as conn:
+        for _ in range(2):
+            assert [h.title for h in search.recall(conn, "acme", "when do deploys happen", legs="sparse",
+                                                   serving_model=served)] == ["Deploy window"]
+        composed = conn.execute(
+            "SELECT strpos(statement, %s) > 0 FROM pg_prepared_statements"
+            " WHERE strpos(statement, 'sparse AS MATERIALIZED') > 0", (f"'{served}'",)).fetchall()
+    assert composed == [(True,), (True,)]  # the statement made for any project, then the project's own
 
 
 def test_a_request_starts_no_parallel_workers_however_cheap_the_planner_thinks_them(mem, conn, embedder):
@@ -97,7 +134,7 @@ def test_a_request_starts_no_parallel_workers_however_cheap_the_planner_thinks_t
                             "min_parallel_index_scan_size"):
                 conn.execute(sql.SQL("SET LOCAL {} = 0").format(sql.Identifier(setting)))
             if with_context:
-                request.request_context(conn, "acme", 10)
+                request.request_context(conn, "acme", 10, planned=False)
             plans[with_context] = "\n".join(row[0] for row in conn.execute(explain, params))
     assert "Gather" in plans[False], plans[False]
     assert "Gather" not in plans[True], plans[True]
