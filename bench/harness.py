@@ -133,7 +133,7 @@ GOALS = (
          "project for up to 8 projects instead of planning each request (cached p50 20.07 -> 17.74 ms on an EPYC, "
          "0.97x mem0's p95 in a partial run there: bench/results/epyc-df60134; docs/scaling.md item 11). Next: each unit's session and personas without grouping its sources per request "
          "(~1-2 ms of the statement); fewer candidates per leg once the session lift no longer reaches ranks 100-200 "
-         "(fewer cost R@10 today, item 8); the int8 query encoder kept only 0.935 of torch's top 10"),
+         "(fewer cost R@10 today: the sparse leg at 100 saved 1.15 ms p50 for R@10 0.8035 -> 0.8015; items 8, 11); the int8 query encoder kept only 0.935 of torch's top 10"),
     Goal("recall@10 of evidence / mem0's", "peer", ("ratios", "recall_at_10_ours_vs_mem0"), 2.0, False, X,
          "multi-hop and open-domain questions: a reranker or query expansion",
          ceiling=("systems", "mem0", "recall_at_10")),
