@@ -126,14 +126,16 @@ class Goal:
 GOALS = (
     Goal("end-to-end recall p95 / mem0 search() p95 (LoCoMo, encoding included)", "peer",
          ("ratios", "ours_vs_mem0_p95"), 0.5, True, X,
-         "mem0's call is its torch encode plus a ~5 ms search; ours a one-thread ONNX encode (~3.5-6 ms) plus "
-         "~11.6 ms of store and Python on LoCoMo in this run (the candidates statement ~4.2 ms executing and ~1.1 ms "
-         "planned per request on the exact path, two round trips, ~1 ms of fusion and scoring, ~0.5 ms unpacking ~300 "
-         "rows): half of mem0's p95 needs the store side under ~4 ms. Since df60134 a connection keeps one plan per "
-         "project for up to 8 projects instead of planning each request (cached p50 20.07 -> 17.74 ms on an EPYC, "
-         "0.97x mem0's p95 in a partial run there: bench/results/epyc-df60134; docs/scaling.md item 11). Next: each unit's session and personas without grouping its sources per request "
-         "(~1-2 ms of the statement); fewer candidates per leg once the session lift no longer reaches ranks 100-200 "
-         "(fewer cost R@10 today: the sparse leg at 100 saved 1.15 ms p50 for R@10 0.8035 -> 0.8015; items 8, 11); the int8 query encoder kept only 0.935 of torch's top 10"),
+         "mem0's call is its torch encode plus a ~5 ms search; ours a one-thread ONNX encode (~3.5-6 ms) plus ~11.6 "
+         "ms of store and Python on LoCoMo in this run (the candidates statement ~4.2 ms executing and ~1.1 ms "
+         "planned per request on the exact path, two round trips, ~1 ms of fusion and scoring, ~0.5 ms unpacking "
+         "~300 rows): half of mem0's p95 needs the store side under ~4 ms. Since df60134 a connection keeps one plan "
+         "per project for up to 8 projects instead of planning each request (cached p50 20.07 -> 17.74 ms on an "
+         "EPYC, 0.97x mem0's p95 in a partial run there: bench/results/epyc-df60134; docs/scaling.md item 11). Next: "
+         "each unit's session and personas without grouping its sources per request (~1-2 ms of the statement); "
+         "fewer candidates per leg once the session lift no longer reaches ranks 100-200 (fewer cost R@10 today: the "
+         "sparse leg at 100 saved 1.15 ms p50 for R@10 0.8035 -> 0.8015; items 8, 11); the int8 query encoder kept "
+         "only 0.935 of torch's top 10"),
     Goal("recall@10 of evidence / mem0's", "peer", ("ratios", "recall_at_10_ours_vs_mem0"), 2.0, False, X,
          "multi-hop and open-domain questions: a reranker or query expansion",
          ceiling=("systems", "mem0", "recall_at_10")),

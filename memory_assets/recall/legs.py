@@ -27,7 +27,7 @@ class Candidates(NamedTuple):
     sparse: list[Row]
     near: list[Row]
     details: dict[str, dict[str, Any]]
-    planned: bool = False  # the statement was the project's own (database.project_plan), planned once
+    planned: bool  # the statement was the project's own (database.project_plan), planned once
 
 
 def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key: str, vector: Any,
@@ -43,7 +43,7 @@ def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key:
     send_request_context(conn, params["project"], params["k"], planned=planned)
     with tracing.span("memory.recall.legs") as span:
         rows = execute_positional(conn, statement, statement_params(params, vector, sparse)).fetchall()
-        found = unpack(rows)._replace(planned=planned)
+        found = unpack(rows, planned)
         tracing.record(span, dense=len(found.dense), sparse=len(found.sparse), near=len(found.near),
                        rows=len(found.details), planned=planned)
     if found.units > 0:  # a project this reader can see units of: its next requests may run on its own plan
@@ -51,7 +51,7 @@ def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key:
     return found
 
 
-def unpack(rows: list[Row]) -> Candidates:
+def unpack(rows: list[Row], planned: bool) -> Candidates:
     """The statement's rows (one per unit, or one empty row with the context) as legs, neighbours and details."""
     dense: list[tuple[int, Row]] = []
     sparse: list[tuple[int, Row]] = []
@@ -70,7 +70,7 @@ def unpack(rows: list[Row]) -> Candidates:
     dense.sort(key=lambda ranked: ranked[0])
     sparse.sort(key=lambda ranked: ranked[0])
     return Candidates(rows[0][0], int(rows[0][1]), [row for _, row in dense], [row for _, row in sparse], near,
-                      details)
+                      details, planned)
 
 
 def seedable(found: Candidates) -> set[str]:
