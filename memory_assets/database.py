@@ -340,11 +340,9 @@ def keep_project_plans(conn: psycopg.Connection[Any], project: str) -> None:
     PROJECT_PLANS_PER_CONNECTION projects: each kept plan holds ~1.34 MB of the server's memory for the connection's
     life, so a name that finds nothing (or one past the bound) never takes a place, and its requests are planned
     each time, as before; a name that is not a valid project never becomes a literal."""
-    if not _PLANNABLE_PROJECT.fullmatch(project):
-        return
     with _PROJECT_PLANS_LOCK:
         kept = _PROJECT_PLANS.setdefault(conn, set())
-        if len(kept) < V.PROJECT_PLANS_PER_CONNECTION:
+        if project not in kept and len(kept) < V.PROJECT_PLANS_PER_CONNECTION and _PLANNABLE_PROJECT.fullmatch(project):
             kept.add(project)
 
 

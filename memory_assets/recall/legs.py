@@ -39,8 +39,8 @@ def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key:
     `model_key` is the model `vector` was encoded for (None: no dense leg); a serving model that differs gives no
     dense rows and says which model serves.
     """
-    statement, planned = project_plan(conn, embeddings.model_query("recall/candidates", model_key), params["project"])
-    send_request_context(conn, params["project"], params["k"], planned=planned)
+    statement, planned = send_planned(conn, embeddings.model_query("recall/candidates", model_key), params["project"],
+                                      params["k"])
     with tracing.span("memory.recall.legs") as span:
         rows = execute_positional(conn, statement, statement_params(params, vector, sparse)).fetchall()
         found = unpack(rows, planned)
@@ -49,6 +49,14 @@ def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key:
     if found.units > 0:  # a project this reader can see units of: its next requests may run on its own plan
         keep_project_plans(conn, params["project"])
     return found
+
+
+def send_planned(conn: psycopg.Connection[Any], statement: str, project: str, k: int) -> tuple[str, bool]:
+    """The statement as this connection plans it for the project (database.project_plan), and whether it is the
+    project's own, after sending the request's context, which sets the plan mode to match."""
+    statement, planned = project_plan(conn, statement, project)
+    send_request_context(conn, project, k, planned=planned)
+    return statement, planned
 
 
 def unpack(rows: list[Row], planned: bool) -> Candidates:
