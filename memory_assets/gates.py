@@ -42,11 +42,11 @@ class Candidate:
     visibility: str = V.DEFAULT_VISIBILITY
     source_text: str | None = field(default=None, repr=False)
 
-    @property
+    @functools.cached_property  # a frozen candidate's: worked out once, not at each of its writer's reads
     def content_hash(self) -> str:
         return content_hash(self.kind, self.title, self.body)
 
-    @property
+    @functools.cached_property
     def idempotency_key(self) -> str:
         """One key per contribution: a task's replay is a no-op; without a task, who contributed it (feed,
         session, persona, visibility) tells contributions apart, so none collapses into another's source."""
@@ -769,5 +769,5 @@ def gate(candidate: Candidate, canon: list[list[int]] | None = None) -> str | No
 
 
 def without_source_text(candidate: Candidate) -> Candidate:
-    """The candidate with the source text dropped once gated: it is never stored."""
-    return replace(candidate, source_text=None)
+    """The candidate with the source text dropped once gated: it is never stored (one without any is itself)."""
+    return candidate if candidate.source_text is None else replace(candidate, source_text=None)

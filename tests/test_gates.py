@@ -52,6 +52,27 @@ def test_clean_candidates_pass_every_gate():
                                 body="Caroline: I implemented a new running plan this week!")) is None
 
 
+def test_a_candidates_keys_are_worked_out_once_and_never_outlive_its_text(monkeypatch):
+    """The writer reads a candidate's content hash and idempotency key several times: hashed once; a copy with
+    other text (dataclasses.replace, how the source text is dropped) has its own, and a pickled one (the gate
+    processes) keeps the same."""
+    import dataclasses
+    import pickle
+
+    hashed = []
+    real = gates.content_hash
+    monkeypatch.setattr(gates, "content_hash", lambda *parts: hashed.append(parts) or real(*parts))
+    first = candidate(source_text="the session it came from")
+    keys = {first.idempotency_key, first.idempotency_key}
+    assert first.content_hash == real("env", first.title, first.body) and len(hashed) == 1 and len(keys) == 1
+    other = dataclasses.replace(first, title="Staging needs mTLS")
+    assert other.content_hash != first.content_hash and other.idempotency_key != first.idempotency_key
+    assert pickle.loads(pickle.dumps(first)).idempotency_key == first.idempotency_key
+    stored = gates.without_source_text(first)
+    assert stored.source_text is None and stored.idempotency_key == first.idempotency_key
+    assert gates.without_source_text(stored) is stored  # nothing to drop: no copy
+
+
 def test_content_hash_ignores_case_and_spacing():
     assert gates.content_hash("env", "A  Title", "Body text") == gates.content_hash("env", "a title", " body   TEXT ")
     assert gates.content_hash("env", "a", "b") != gates.content_hash("qa", "a", "b")
