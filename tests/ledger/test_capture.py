@@ -650,3 +650,36 @@ def test_a_gating_is_the_gates_verdict_on_its_own_candidates_and_is_written_once
             mem.remember_many(forged)
     assert conn.execute("SELECT count(*) FROM memory_inbox WHERE body LIKE '%%AKIA%%'").fetchone()[0] == 0
     assert conn.execute("SELECT count(*) FROM memory_units WHERE body LIKE '%%AKIA%%'").fetchone()[0] == 0
+
+
+ORIGIN = ("SELECT number, origin_session_id, origin_persona, origin_visibility, sources_beyond_origin "
+          "FROM memory_units WHERE project = 'acme' ORDER BY number")
+
+
+def test_both_folds_give_a_unit_its_origin_source_and_mark_it_once_it_has_another(mem, conn):
+    """A unit is born carrying the inbox row it was folded from (sql/024), by remember() and by the bulk fold
+    alike; a source from another task, in the same batch or later, marks it for good, a replay of the same task
+    does not, and the migration's own backfill gives a store written before it the same columns."""
+    def fact(i, task, **kw):
+        return gates.validate(project="acme", kind="note", type="episodic", title=f"Turn {i}",
+                              body=f"Turn {i} of the standup was about the relay.", task_id=task, **kw)
+
+    def turn_1(task, **kw):
+        return mem.remember(project="acme", kind="note", type="episodic", title="Turn 1",
+                            body="Turn 1 of the standup was about the relay.", task_id=task, **kw)
+
+    turn_1("T-1", session_id="S-1", persona="ana")
+    capture.remember_many(conn, [fact(2, "T-2", session_id="S-2", persona="mel", visibility=V.VISIBILITY_PRIVATE),
+                                 fact(3, "T-3", session_id="S-3"), fact(3, "T-4", session_id="S-4")])
+    capture.remember_many(conn, [fact(2, "T-2", session_id="S-2", persona="mel", visibility=V.VISIBILITY_PRIVATE)])
+    born = conn.execute(ORIGIN).fetchall()
+    assert born == [(1, "S-1", "ana", "project", False), (2, "S-2", "mel", "private", False),
+                    (3, "S-3", None, "project", True)], born  # a replay adds no source; two tasks, two sources
+    turn_1("T-5", session_id="S-5")
+    assert [row[-1] for row in conn.execute(ORIGIN)] == [True, False, True]
+    migration = (database.sql_dir() / "024_units_carry_their_origin_source.sql").read_text()
+    backfill = migration[migration.index("UPDATE memory_units u\nSET origin_session_id"):]
+    conn.execute("UPDATE memory_units SET origin_session_id = NULL, origin_persona = NULL, origin_visibility = NULL,"
+                 " sources_beyond_origin = true")
+    conn.execute(backfill[:backfill.index(";") + 1])
+    assert conn.execute(ORIGIN).fetchall() == [(1, None, None, None, True), *born[1:2], (3, None, None, None, True)]

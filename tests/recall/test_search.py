@@ -8,7 +8,7 @@ import pytest
 
 import memory_assets
 from bench.recall_stages import round_trips
-from memory_assets import authz, database, embeddings, lifecycle
+from memory_assets import authz, curation, database, embeddings, lifecycle
 from memory_assets import vocabulary as V
 from memory_assets.errors import ValidationError
 from memory_assets.recall import recall
@@ -439,3 +439,53 @@ def test_neighbours_are_fetched_for_exactly_the_seedable_candidates(mem, conn, e
     assert {seed for seed, _, _ in found.near} == seeds  # each seedable turn has neighbours in the session
     ranked_low = {row[0] for row in found.dense[3:]} & {row[0] for row in found.sparse[3:]}
     assert ranked_low and not ranked_low & seeds
+
+
+SOURCES_AS_THE_READER_SEES_THEM = """
+SELECT s.unit_id::text,
+       array_agg(DISTINCT lower(s.persona)) FILTER (WHERE s.visibility = 'project' OR s.persona = %(reader)s),
+       (array_agg(s.session_id ORDER BY s.id) FILTER (WHERE s.visibility = 'project' OR s.persona = %(reader)s))[1],
+       array_agg(DISTINCT s.session_id) FILTER (WHERE s.session_id IS NOT NULL)
+FROM memory_sources s WHERE s.project = 'acme' GROUP BY s.unit_id"""
+
+
+def test_each_candidates_personas_and_sessions_are_its_sources_as_its_reader_may_see_them(mem, conn):
+    """A unit whose one source is the row it was folded from carries that source (sql/024), the others read their
+    sources: either way a candidate's personas, session and sessions are what grouping its sources under the
+    reader's row-level security gives, for a public origin, a private one, a second source from another task (one
+    private), a source without persona or session, a merge's copied sources, a deleted and a changed source; as
+    readers naming no persona, the private one's, another's, and an operator who sees every unit."""
+    def turn(text, **kw):
+        return mem.remember(project="acme", kind="note", type="episodic", title=text[:80], body=text,
+                            confidence=0.9, **kw)
+
+    turn("Caroline: the relay runs on port 7000.", task_id="T-1", session_id="S-1", persona="Caroline")
+    turn("Ana: the relay spare sits in rack 4.", task_id="T-2", session_id="S-2", persona="ana",
+         visibility=V.VISIBILITY_PRIVATE)
+    shared = "Mel: the relay restarts at midnight."
+    turn(shared, task_id="T-3", session_id="S-3", persona="mel")
+    turn(shared, task_id="T-4", session_id="S-4", persona="ana", visibility=V.VISIBILITY_PRIVATE)
+    turn("The relay has no owner on record.", task_id="T-5")
+    kept = turn("Jo: the relay firmware is 2.1.", task_id="T-6", session_id="S-6", persona="jo")
+    moved = turn(  # merged into `kept`: its source is copied there, and it keeps its own
+        "Jo: relay firmware version is 2.1.", task_id="T-7", session_id="S-7", persona="jo")
+    dropped = turn("Kim: the relay log rotates weekly.", task_id="T-8", session_id="S-8", persona="kim")
+    corrected = turn("Lee: the relay fan is loud.", task_id="T-9", session_id="S-10", persona="lee")
+    with conn.transaction():
+        curation.merge(conn, moved.unit_id, kept.unit_id)
+        conn.execute("DELETE FROM memory_sources WHERE unit_id = %s", (dropped.unit_id,))
+        conn.execute("UPDATE memory_sources SET session_id = 'S-11' WHERE unit_id = %s", (corrected.unit_id,))
+    flags = dict(conn.execute("SELECT number, sources_beyond_origin FROM memory_units WHERE project = 'acme'"))
+    assert [flags[n] for n in sorted(flags)] == [False, False, True, False, True, False, True, True], flags
+    readers = [authz.Actor.reader("acme", persona) for persona in (None, "ana", "mel")]
+    for actor in [*readers, authz.Actor.for_project("acme", "ops", forget=True)]:  # an operator sees every unit
+        params = request_params("acme", tsquery_terms("relay"), 10, datetime.now(UTC), False, reader=actor.name)
+        with authz.scoped(conn, actor):
+            found = candidates(conn, params, T1, None, True)
+            want = {unit: (personas, session, sessions) for unit, personas, session, sessions
+                    in conn.execute(SOURCES_AS_THE_READER_SEES_THEM, {"reader": actor.name})}
+        assert found.details and len(found.details) == len(found.sparse)
+        for unit, details in found.details.items():
+            personas, session, sessions = want.get(unit, (None, None, None))
+            assert (details["session_id"], set(details["personas"] or ()), set(details["sessions"] or ())) == (
+                session, set(personas or ()), set(sessions or ())), (actor.name, unit, details)
