@@ -131,8 +131,10 @@ GOALS = (
          "planned per request on the exact path, two round trips, ~1 ms of fusion and scoring, ~0.5 ms unpacking "
          "~300 rows): half of mem0's p95 needs the store side under ~4 ms. Since df60134 a connection keeps one plan "
          "per project for up to 8 projects instead of planning each request (cached p50 20.07 -> 17.74 ms on an "
-         "EPYC, 0.97x mem0's p95 in a partial run there: bench/results/epyc-df60134; docs/scaling.md item 11). Next: "
-         "each unit's session and personas without grouping its sources per request (~1-2 ms of the statement); "
+         "EPYC, 0.97x mem0's p95 in a partial run there: bench/results/epyc-df60134; docs/scaling.md item 11), and "
+         "since b125237 a unit carries its origin source, so the candidates' sources are read only for units with "
+         "more than one (cached p50 16.33 -> 15.05 ms there, the same top 10s). Next: Python fusion over dicts "
+         "(~1.1 ms; vectorised over the candidate arrays); "
          "fewer candidates per leg once the session lift no longer reaches ranks 100-200 (fewer cost R@10 today: the "
          "sparse leg at 100 saved 1.15 ms p50 for R@10 0.8035 -> 0.8015; items 8, 11); the int8 query encoder kept "
          "only 0.935 of torch's top 10"),
