@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -14,8 +14,9 @@ from memory_assets.recall import cues, learned
 Fused = dict[str, dict[str, Any]]  # unit id -> its score components
 
 
-def _entry() -> dict[str, Any]:
-    return {"dense": None, "sparse": None, "rrf": 0.0, "scores": 0.0}
+def unfound() -> dict[str, Any]:
+    """The components of a unit that neither leg found and that joins the pool through its neighbours or a round."""
+    return {"dense": None, "sparse": None, "rrf": 0.0, "scores": 0.0, "relevance": 0.0}
 
 
 @tracing.traced("memory.recall.fusion", tracing.candidates)
@@ -25,29 +26,31 @@ def fuse(dense: list[tuple[Any, ...]], sparse: list[tuple[Any, ...]], weights: t
     if not wd + ws:
         return {}
     fused: Fused = {}
-    legs: tuple[tuple[str, list[tuple[Any, ...]], float, Callable[[Any], float]], ...] = (
-        ("dense", dense, wd, lambda d: 1.0 - float(d)), ("sparse", sparse, ws, float))
-    for leg, rows, weight, similarity in legs:
-        scores = [similarity(row[1]) for row in rows]
-        low, high = min(scores, default=0.0), max(scores, default=0.0)
+    for leg, rows, weight in (("dense", dense, wd), ("sparse", sparse, ws)):
+        if not rows:
+            continue
+        scores = [1.0 - float(row[1]) for row in rows] if leg == "dense" else [float(row[1]) for row in rows]
+        low, high = min(scores), max(scores)
         for rank, (row, score) in enumerate(zip(rows, scores, strict=True), start=1):
+            rrf, normalised = weight / (V.RRF_K + rank), weight * ((score - low) / (high - low) if high > low else 1.0)
             entry = fused.get(row[0])
-            if entry is None:
-                entry = fused[row[0]] = _entry()
-            entry[leg] = score
-            entry["rrf"] += weight / (V.RRF_K + rank)
-            entry["scores"] += weight * ((score - low) / (high - low) if high > low else 1.0)
-    best_rrf = (wd + ws) / (V.RRF_K + 1)
+            if entry is None:  # a unit's first leg: its sums start there (0.0 + x is x)
+                fused[row[0]] = {"dense": None, "sparse": None, leg: score, "rrf": rrf, "scores": normalised}
+            else:
+                entry[leg] = score
+                entry["rrf"] += rrf
+                entry["scores"] += normalised
+    best_rrf, total, share = (wd + ws) / (V.RRF_K + 1), wd + ws, V.RRF_SHARE
     for entry in fused.values():
-        entry["rrf"] /= best_rrf
-        entry["scores"] /= wd + ws
-        entry["relevance"] = V.RRF_SHARE * entry["rrf"] + (1 - V.RRF_SHARE) * entry["scores"]
+        rrf = entry["rrf"] = entry["rrf"] / best_rrf
+        scores = entry["scores"] = entry["scores"] / total
+        entry["relevance"] = share * rrf + (1 - share) * scores
     return fused
 
 
 def seeds(fused: Fused, episodic: set[str]) -> list[str]:
     """The best-scoring episodic candidates, whose neighbouring turns share their relevance."""
-    best = sorted(fused, key=lambda u: -fused[u]["relevance"])[: V.CONTEXT_SEEDS]
+    best = heapq.nsmallest(V.CONTEXT_SEEDS, fused, key=lambda u: -fused[u]["relevance"])  # sorted(...)[:n]
     return [u for u in best if u in episodic]
 
 
@@ -55,10 +58,9 @@ def of_seeds(neighbours: list[tuple[Any, ...]], seeds: list[str],
              details: dict[str, dict[str, Any]]) -> list[tuple[Any, ...]]:
     """The (seed, neighbour, distance) rows of the seeds, among the turns next to every episodic candidate, whose
     turns share a session (any of their sources')."""
-    chosen = set(seeds)
+    chosen = {seed: set(details[seed]["sessions"] or ()) for seed in seeds}
     return [row for row in neighbours
-            if row[0] in chosen and not set(details[row[0]]["sessions"] or ()).isdisjoint(
-                details[row[1]]["sessions"] or ())]
+            if row[0] in chosen and not chosen[row[0]].isdisjoint(details[row[1]]["sessions"] or ())]
 
 
 def spread_to_neighbours(fused: Fused, neighbours: list[tuple[Any, ...]]) -> None:
@@ -68,7 +70,7 @@ def spread_to_neighbours(fused: Fused, neighbours: list[tuple[Any, ...]]) -> Non
         share = V.CONTEXT_WEIGHT * fused[of_id]["relevance"] / distance
         bonus[unit_id] = max(bonus.get(unit_id, 0.0), share)
     for unit_id, extra in bonus.items():
-        entry = fused.setdefault(unit_id, {**_entry(), "relevance": 0.0})
+        entry = fused.get(unit_id) or fused.setdefault(unit_id, unfound())
         entry["context"] = extra
         entry["relevance"] += extra
 
@@ -81,17 +83,18 @@ def max_relevance(persona: bool, time: bool) -> float:
 
 def lift_sessions(fused: Fused, details: dict[str, dict[str, Any]]) -> None:
     """Give every unit a share of its session's best relevance: the evidence for a question clusters in sessions."""
+    sessions = [(details[unit_id]["session_id"], entry) for unit_id, entry in fused.items()]
     best: dict[str, float] = {}
-    for unit_id, entry in fused.items():
-        session = details[unit_id]["session_id"]
-        if session:
-            best[session] = max(best.get(session, 0.0), entry["relevance"])
+    for session, entry in sessions:
+        if session and best.get(session, -1.0) < entry["relevance"]:  # max() without a call: relevance is >= 0
+            best[session] = entry["relevance"]
     top = max(best.values(), default=0.0)
-    for unit_id, entry in fused.items():
-        session = details[unit_id]["session_id"]
-        if session and top:
-            entry["session"] = V.SESSION_WEIGHT * best[session] / top
-            entry["relevance"] += entry["session"]
+    if not top:
+        return
+    for session, entry in sessions:
+        if session:
+            lift = entry["session"] = V.SESSION_WEIGHT * best[session] / top
+            entry["relevance"] += lift
 
 
 @tracing.traced("memory.recall.score")
@@ -106,12 +109,12 @@ def score(fused: Fused, details: dict[str, dict[str, Any]], query: str, at: date
 def learn(fused: Fused, details: dict[str, dict[str, Any]]) -> list[str]:
     """Replace the hand-set scores by the learned ranker's (one vectorised pass), capturing the candidates first
     when an evaluation asks; the hand-set scores stay when no usable weights file is there."""
-    ids = list(fused)
-    entries = [fused[u] for u in ids]
-    learned.capture(ids, [details[u]["number"] for u in ids], entries)
-    model, note = learned.active(learned.numeric_components(entries))
+    entries = list(fused.values())
+    if learned.capture_on():
+        learned.capture(list(fused), [details[u]["number"] for u in fused], entries)
+    model, note = learned.active(entries)
     tracing.annotate(fusion="learned" if model is not None else "handset")
-    if model is not None and ids:
+    if model is not None and entries:
         for entry, value in zip(entries, learned.scores(model, entries).tolist(), strict=True):
             entry["score"] = value
     return [note] if note else []
@@ -121,11 +124,11 @@ def handset(fused: Fused, details: dict[str, dict[str, Any]], query: str, at: da
     """The hand-set score: relevance (with the persona and time cues) * (0.7 + 0.2 importance + 0.1 recency)."""
     named = cues.named_words(query)
     windows = cues.time_windows(query)
+    pool = [(entry, details[unit_id]) for unit_id, entry in fused.items()]
     persona = dated = False
-    if named or windows:  # most questions name no one and no date: no pass for the cues then
-        for unit_id, entry in fused.items():
-            unit = details[unit_id]
-            if named and not named.isdisjoint(unit["personas"] or ()):
+    if named or windows:  # most questions name no date, and few a persona: the cues' pass is one over the pool
+        for entry, unit in pool:
+            if named and unit["personas"] and not named.isdisjoint(unit["personas"]):
                 entry["persona"] = V.PERSONA_BOOST
                 entry["relevance"] *= 1 + V.PERSONA_BOOST
                 persona = True
@@ -134,8 +137,7 @@ def handset(fused: Fused, details: dict[str, dict[str, Any]], query: str, at: da
                 entry["relevance"] *= 1 + V.TIME_CUE_BOOST
                 dated = True
     ceiling = max_relevance(persona, dated)
-    for unit_id, entry in fused.items():
-        unit = details[unit_id]
+    for entry, unit in pool:
         relevance = entry["relevance"] = entry["relevance"] / ceiling
         importance = entry["importance"] = unit["importance"]  # real columns: floats already
         entry["trust"] = unit["trust"]
@@ -153,4 +155,4 @@ def recency(valid_from: datetime, at: datetime) -> float:
 
 def ranked(fused: Fused, details: dict[str, dict[str, Any]], k: int) -> list[str]:
     """The k best unit ids by score, ties broken by unit number (older first)."""
-    return sorted(fused, key=lambda u: (-fused[u]["score"], details[u]["number"]))[:k]
+    return heapq.nsmallest(k, fused, key=lambda u: (-fused[u]["score"], details[u]["number"]))  # sorted(...)[:k]

@@ -163,6 +163,11 @@ def capturing() -> Iterator[list[Captured]]:
         _capture.reset(token)
 
 
+def capture_on() -> bool:
+    """Whether an evaluation captures this context's scorings (recall gathers what capture needs only then)."""
+    return _capture.get() is not None
+
+
 def capture(ids: list[str], numbers: list[int], entries: list[dict[str, Any]]) -> None:
     """Record one scoring's candidates when a capture is on (a copy: the entries change afterwards)."""
     captured = _capture.get()
@@ -170,14 +175,17 @@ def capture(ids: list[str], numbers: list[int], entries: list[dict[str, Any]]) -
         captured.append((ids, numbers, [dict(entry) for entry in entries]))
 
 
-def active(present: set[str]) -> tuple[FusionModel | None, str | None]:
+def active(entries: Sequence[dict[str, Any]]) -> tuple[FusionModel | None, str | None]:
     """The model this request ranks with (None: the hand-set formula) and, when a file exists but is not used,
-    why: it must list every numeric component the request computes (`present`)."""
+    why: it must list every numeric component the request's entries carry (read only when a file is there)."""
     override = _override.get()
     if override is not None:
         return override[0], None
     model, note = load(weights_path())
-    if model is not None and not present <= set(model.components):
+    if model is None:
+        return None, note
+    present = numeric_components(entries)
+    if not present <= set(model.components):
         missing = ", ".join(sorted(present - set(model.components)))
         return None, f"learned fusion off: the weights file was fitted without {missing}; refit it"
     return model, note

@@ -134,7 +134,7 @@ def test_the_packaged_weights_file_is_usable_when_shipped_and_its_absence_means_
     """No file ships today (the fit did not rise out of fold): recall then scores by hand, saying nothing; a file
     that ships must load, cover every component and carry where it came from and what it bought."""
     if not learned.PACKAGED.exists():
-        assert learned.active(set(learned.COMPONENTS)) == (None, None)
+        assert learned.active([dict.fromkeys(learned.COMPONENTS, 0.0)]) == (None, None)
         return
     found, note = learned.load(learned.PACKAGED)
     assert found is not None, note
