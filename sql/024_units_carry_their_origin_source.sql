@@ -11,16 +11,8 @@ ALTER TABLE memory_units
     ADD COLUMN IF NOT EXISTS origin_visibility text,
     ADD COLUMN IF NOT EXISTS sources_beyond_origin boolean NOT NULL DEFAULT true;
 
--- The units already stored whose one source is their origin row: filled without touching updated_at (the revision
--- trigger stamps every update), the journal's trigger seeing neither a revision nor a status change.
-ALTER TABLE memory_units DISABLE TRIGGER memory_units_bump_revision;
-UPDATE memory_units u
-SET origin_session_id = s.session_id, origin_persona = s.persona, origin_visibility = s.visibility,
-    sources_beyond_origin = false
-FROM memory_sources s
-WHERE s.unit_id = u.id AND s.inbox_id = u.origin_inbox_id AND u.sources_beyond_origin
-  AND NOT EXISTS (SELECT 1 FROM memory_sources o WHERE o.unit_id = u.id AND o.id <> s.id);
-ALTER TABLE memory_units ENABLE TRIGGER memory_units_bump_revision;
+-- The units already stored keep reading their sources (true is always right): filling their origin here rewrote
+-- every unit under the ALTER's exclusive lock, ~100 s of blocked reads and writes per million units.
 
 -- sql/007's audience trigger, which already joins a statement's new sources to their units, also marks a unit that
 -- a source other than its origin row joined, in the same one statement (a second one cost the bulk fold 6% and

@@ -652,14 +652,15 @@ def test_a_gating_is_the_gates_verdict_on_its_own_candidates_and_is_written_once
     assert conn.execute("SELECT count(*) FROM memory_units WHERE body LIKE '%%AKIA%%'").fetchone()[0] == 0
 
 
-ORIGIN = ("SELECT number, origin_session_id, origin_persona, origin_visibility, sources_beyond_origin "
+ORIGIN = ("SELECT number, origin_session_id, origin_persona, origin_visibility, "
+          "sources_beyond_origin OR id IN (SELECT unit_id FROM memory_units_beyond_origin) "
           "FROM memory_units WHERE project = 'acme' ORDER BY number")
 
 
 def test_both_folds_give_a_unit_its_origin_source_and_mark_it_once_it_has_another(mem, conn):
     """A unit is born carrying the inbox row it was folded from (sql/024), by remember() and by the bulk fold
-    alike; a source from another task, in the same batch or later, marks it for good, a replay of the same task
-    does not, and the migration's own backfill gives a store written before it the same columns."""
+    alike; a source from another task, in the same batch or later, marks it for good (sql/025's side table, the
+    unit's row untouched), and a replay of the same task does not."""
     def fact(i, task, **kw):
         return gates.validate(project="acme", kind="note", type="episodic", title=f"Turn {i}",
                               body=f"Turn {i} of the standup was about the relay.", task_id=task, **kw)
@@ -675,11 +676,64 @@ def test_both_folds_give_a_unit_its_origin_source_and_mark_it_once_it_has_anothe
     born = conn.execute(ORIGIN).fetchall()
     assert born == [(1, "S-1", "ana", "project", False), (2, "S-2", "mel", "private", False),
                     (3, "S-3", None, "project", True)], born  # a replay adds no source; two tasks, two sources
+    stamped = "SELECT updated_at, revision FROM memory_units WHERE number = 1 AND project = 'acme'"
+    before = conn.execute(stamped).fetchone()
     turn_1("T-5", session_id="S-5")
     assert [row[-1] for row in conn.execute(ORIGIN)] == [True, False, True]
-    migration = (database.sql_dir() / "024_units_carry_their_origin_source.sql").read_text()
-    backfill = migration[migration.index("UPDATE memory_units u\nSET origin_session_id"):]
-    conn.execute("UPDATE memory_units SET origin_session_id = NULL, origin_persona = NULL, origin_visibility = NULL,"
-                 " sources_beyond_origin = true")
-    conn.execute(backfill[:backfill.index(";") + 1])
-    assert conn.execute(ORIGIN).fetchall() == [(1, None, None, None, True), *born[1:2], (3, None, None, None, True)]
+    assert conn.execute(stamped).fetchone() == before  # the mark is no update of the unit
+
+
+def relay_fact(i: int, task: str, **kw: Any) -> gates.Candidate:
+    """A distinct episodic fact of project acme, one per number."""
+    return gates.validate(project="acme", kind="note", type="episodic", title=f"Fact {i}",
+                          body=f"Fact {i}: the relay number {i} restarts nightly.", task_id=task, **kw)
+
+
+def unit_of(conn: psycopg.Connection[Any], i: int) -> Any:
+    return conn.execute("SELECT id FROM memory_units WHERE title = %s", (f"Fact {i}",)).fetchone()[0]
+
+
+def test_a_duplicate_from_another_task_waits_on_no_lock_of_its_unit(clean, conn):
+    """Marking a unit's sources beyond its origin takes no lock of the unit's row (sql/025): a first duplicate, and
+    the project's other writes behind its counter row, never wait on an open update of that unit (decay,
+    curation, a vote), as they did when sql/024 updated the row."""
+    capture.remember(conn, relay_fact(1, "T-1", session_id="S-1"))
+    unit = unit_of(conn, 1)
+    with psycopg.connect(clean, **database.connection_kwargs()) as holder, \
+            psycopg.connect(clean, **database.connection_kwargs()) as writer, \
+            holder.transaction():  # decay's or curation's update of the unit, left open
+        holder.execute("UPDATE memory_units SET importance = importance WHERE id = %s", (unit,))
+        writer.execute("SET lock_timeout = '2s'")
+        capture.remember(writer, relay_fact(1, "T-2", session_id="S-2"))
+        capture.remember(writer, relay_fact(2, "T-3"))
+    assert conn.execute("SELECT count(*) FROM memory_units_beyond_origin WHERE unit_id = %s",
+                        (unit,)).fetchone()[0] == 1
+
+
+@pytest.mark.parametrize("first", [1, 2])
+def test_a_bulk_fold_of_duplicates_never_deadlocks_with_a_two_statement_update_of_their_units(clean, conn, first):
+    """decay.score_day updates units in two statements of one transaction; a bulk fold adding sources to both units
+    in between ran into it in one order or the other (DeadlockDetected) while the mark updated the units."""
+    for i in (1, 2):
+        capture.remember(conn, relay_fact(i, f"T-{i}", session_id=f"S-{i}"))
+    one, other = unit_of(conn, first), unit_of(conn, 3 - first)
+    failures: list[BaseException] = []
+
+    def fold() -> None:
+        try:
+            with psycopg.connect(clean, **database.connection_kwargs()) as writer:
+                writer.execute("SET deadlock_timeout = '100ms'")
+                capture.remember_many(writer, [relay_fact(1, "T-11"), relay_fact(2, "T-12")])
+        except psycopg.Error as error:
+            failures.append(error)
+
+    with psycopg.connect(clean, **database.connection_kwargs()) as decay, decay.transaction():
+        decay.execute("SET LOCAL deadlock_timeout = '100ms'")
+        decay.execute("UPDATE memory_units SET expired_at = now() WHERE id = %s", (one,))
+        folding = threading.Thread(target=fold)
+        folding.start()
+        folding.join(timeout=1.0)  # with no lock of the units taken, the fold does not wait at all
+        decay.execute("UPDATE memory_units SET importance = importance WHERE id = %s", (other,))
+    folding.join()
+    assert not failures, failures
+    assert conn.execute("SELECT count(*) FROM memory_sources").fetchone()[0] == 4

@@ -60,26 +60,28 @@ SELECT ctx.model_key, ctx.units, u.id::text AS unit_id, p.distance, p.dense_rank
        u.type = 'episodic' AS episodic, u.number, u.importance, u.trust, u.valid_from,
        -- personas and session from the sources its reader may see (another persona's private source moves no
        -- rank); turns are neighbours when any of their sources share a session. A unit whose one source is the row
-       -- it was folded from carries that source (sql/024); only the others read theirs, each subquery run only
-       -- where its CASE branch is taken (grouping every candidate's sources: ~1.3 of ~8.4 ms on LoCoMo)
-       CASE WHEN u.sources_beyond_origin THEN (
+       -- it was folded from carries that source (sql/024); only the others (born so, or marked in sql/025's side
+       -- table) read theirs, each subquery run only where its CASE branch is taken (grouping every candidate's
+       -- sources: ~1.3 of ~8.4 ms on LoCoMo)
+       CASE WHEN u.sources_beyond_origin OR b.unit_id IS NOT NULL THEN (
                 SELECT array_agg(DISTINCT lower(s.persona)) FILTER (WHERE {recall/_visible_source})
                 FROM memory_sources s WHERE s.unit_id = u.id)
             WHEN u.origin_visibility = {visibility_project} OR u.origin_persona = %(reader)s::text
             THEN ARRAY[lower(u.origin_persona)] END AS personas,
-       CASE WHEN u.sources_beyond_origin THEN (
+       CASE WHEN u.sources_beyond_origin OR b.unit_id IS NOT NULL THEN (
                 SELECT (array_agg(s.session_id ORDER BY s.id) FILTER (WHERE {recall/_visible_source}))[1]
                 FROM memory_sources s WHERE s.unit_id = u.id)
             WHEN u.origin_visibility = {visibility_project} OR u.origin_persona = %(reader)s::text
             THEN u.origin_session_id END AS session_id,
        dec.recency,
-       CASE WHEN u.sources_beyond_origin THEN (
+       CASE WHEN u.sources_beyond_origin OR b.unit_id IS NOT NULL THEN (
                 SELECT array_agg(DISTINCT s.session_id) FILTER (WHERE s.session_id IS NOT NULL)
                 FROM memory_sources s WHERE s.unit_id = u.id)
             WHEN u.origin_session_id IS NOT NULL THEN ARRAY[u.origin_session_id] END AS sessions,
        p.near_of, p.near_distance
 FROM ctx
 LEFT JOIN (pool p JOIN memory_units u ON u.id = p.unit_id) ON true
+LEFT JOIN memory_units_beyond_origin b ON b.unit_id = u.id
 LEFT JOIN LATERAL (  -- the latest decay score; as_of recomputes recency instead
     SELECT ds.recency FROM decay_scores ds WHERE ds.unit_id = u.id AND NOT %(historical)s::boolean
     ORDER BY ds.day DESC LIMIT 1) AS dec ON true;

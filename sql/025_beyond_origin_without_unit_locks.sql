@@ -1,0 +1,70 @@
+-- sql/024's triggers marked a unit whose sources grew beyond its origin by updating its row: the fold then took row
+-- locks it never took before, while it held the project's counter row. A duplicate from another task waited behind
+-- any open update of that unit (decay, curation, a vote), every write of the project waited behind it, a bulk fold
+-- could deadlock with decay's two-statement update, and the update stamped the unit's updated_at. The mark now goes
+-- to a side table instead: an insert there takes only the key-share lock the new source's foreign key already
+-- takes, and never fires the units' triggers. memory_units.sources_beyond_origin keeps what a unit was born with
+-- (false only from the two folds); recall reads a unit's sources when it is true or the unit is marked here.
+CREATE TABLE IF NOT EXISTS memory_units_beyond_origin (
+    unit_id uuid PRIMARY KEY REFERENCES memory_units (id) ON DELETE CASCADE,
+    project text NOT NULL
+);
+GRANT SELECT, INSERT ON memory_units_beyond_origin TO memory_app;
+ALTER TABLE memory_units_beyond_origin ENABLE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS read_scope ON memory_units_beyond_origin;
+CREATE POLICY read_scope ON memory_units_beyond_origin FOR SELECT TO memory_app
+    USING (project = ANY ((SELECT memory_scope('read'))::text[]));
+DROP POLICY IF EXISTS write_scope ON memory_units_beyond_origin;
+CREATE POLICY write_scope ON memory_units_beyond_origin FOR INSERT TO memory_app
+    WITH CHECK (project = ANY ((SELECT memory_scope('write'))::text[]));
+
+-- The units sql/024's triggers marked keep reading their sources through their column, as they do today.
+
+-- sql/016's audience trigger again (its probe of the added units by id included), with the mark: one statement,
+-- the units read once; only a still-private unit's row is updated, as before sql/024.
+CREATE OR REPLACE FUNCTION memory_sources_audience() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    WITH a AS (
+        SELECT unit_id, min(project) AS project, bool_or(visibility = 'project') AS shared,
+               coalesce(array_agg(persona) FILTER (WHERE visibility = 'private' AND persona IS NOT NULL), '{}')
+                   AS personas,
+               min(inbox_id) AS inbox_id,  -- with the flag below: every source added is the one row
+               min(inbox_id) IS DISTINCT FROM max(inbox_id) OR count(inbox_id) < count(*) AS other_than_one_row
+        FROM added GROUP BY unit_id
+    ), touched AS (
+        SELECT u.id, u.private_to, a.project, a.shared, a.personas,
+               NOT u.sources_beyond_origin AND (a.other_than_one_row OR a.inbox_id IS DISTINCT FROM u.origin_inbox_id)
+                   AS beyond
+        FROM memory_units u JOIN a ON a.unit_id = u.id
+        WHERE u.id = ANY (ARRAY(SELECT DISTINCT unit_id FROM added))
+    ), marked AS (
+        INSERT INTO memory_units_beyond_origin (unit_id, project)
+        SELECT id, project FROM touched WHERE beyond
+        ON CONFLICT (unit_id) DO NOTHING
+    )
+    UPDATE memory_units u
+    SET private_to = CASE WHEN t.shared THEN NULL
+                          ELSE ARRAY(SELECT DISTINCT p FROM unnest(u.private_to || t.personas) AS p ORDER BY p) END
+    FROM touched t
+    WHERE u.id = t.id AND t.private_to IS NOT NULL;
+    RETURN NULL;
+END $$;
+
+-- A source changed (moved to another unit included) or deleted (forget, a merge's copies dropped): the units on
+-- either side that were born with their origin alone read their sources from then on.
+CREATE OR REPLACE FUNCTION memory_sources_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        INSERT INTO memory_units_beyond_origin (unit_id, project)
+        SELECT u.id, u.project FROM memory_units u
+        WHERE u.id IN (SELECT unit_id FROM changed UNION SELECT unit_id FROM changed_to)
+          AND NOT u.sources_beyond_origin
+        ON CONFLICT (unit_id) DO NOTHING;
+    ELSE
+        INSERT INTO memory_units_beyond_origin (unit_id, project)
+        SELECT u.id, u.project FROM memory_units u
+        WHERE u.id IN (SELECT unit_id FROM changed) AND NOT u.sources_beyond_origin
+        ON CONFLICT (unit_id) DO NOTHING;
+    END IF;
+    RETURN NULL;
+END $$;
