@@ -3,6 +3,7 @@ cited text of the top k."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, NamedTuple
 
 import psycopg
@@ -14,7 +15,6 @@ from memory_assets.database import execute_positional, keep_project_plans, proje
 from memory_assets.recall.request import hnsw_candidates, send_request_context
 
 Row = tuple[Any, ...]  # (unit_id, score or distance, episodic); neighbours: (seed, unit_id, distance)
-DETAILS = ("number", "importance", "trust", "valid_from", "personas", "session_id", "recency", "sessions")
 
 
 class Candidates(NamedTuple):
@@ -65,16 +65,19 @@ def unpack(rows: list[Row], planned: bool) -> Candidates:
     sparse: list[tuple[int, Row]] = []
     near: list[Row] = []
     details: dict[str, dict[str, Any]] = {}
-    for (_, _, unit_id, distance, dense_rank, score, sparse_rank, episodic, *scoring, near_of, near_distance) in rows:
+    for (_, _, unit_id, distance, dense_rank, score, sparse_rank, episodic, number, importance, trust, valid_from,
+         personas, session_id, recency, sessions, near_of, near_distance) in rows:
         if unit_id is None:
             continue
         if dense_rank is not None:
             dense.append((dense_rank, (unit_id, distance, episodic)))
         if sparse_rank is not None:
             sparse.append((sparse_rank, (unit_id, score, episodic)))
-        if near_of:
-            near.extend((seed, unit_id, turns) for seed, turns in zip(near_of, near_distance, strict=True))
-        details[unit_id] = dict(zip(DETAILS, scoring, strict=True))
+        if near_of:  # (seed, unit, turns) rows: the statement's two arrays are the same length
+            near.extend(zip(near_of, itertools.repeat(unit_id), near_distance))
+        details[unit_id] = {"number": number, "importance": importance, "trust": trust, "valid_from": valid_from,
+                            "personas": personas, "session_id": session_id, "recency": recency,
+                            "sessions": sessions}
     dense.sort(key=lambda ranked: ranked[0])
     sparse.sort(key=lambda ranked: ranked[0])
     return Candidates(rows[0][0], int(rows[0][1]), [row for _, row in dense], [row for _, row in sparse], near,
