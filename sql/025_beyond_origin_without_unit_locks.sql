@@ -9,20 +9,36 @@ CREATE TABLE IF NOT EXISTS memory_units_beyond_origin (
     unit_id uuid PRIMARY KEY REFERENCES memory_units (id) ON DELETE CASCADE,
     project text NOT NULL
 );
-GRANT SELECT, INSERT ON memory_units_beyond_origin TO memory_app;
+-- recall reads a project's marks once per request (its plan hashes them) rather than probing the key per candidate
+CREATE INDEX IF NOT EXISTS memory_units_beyond_origin_project ON memory_units_beyond_origin (project, unit_id);
+-- Like every memory table (sql/009): row-level security forced, the owner through its own policy (the triggers
+-- below write as the owner), memory_app reading the marks of the units it may see, the analysts reading them all.
+GRANT SELECT ON memory_units_beyond_origin TO memory_app, memory_reader;
 ALTER TABLE memory_units_beyond_origin ENABLE ROW LEVEL SECURITY;
+ALTER TABLE memory_units_beyond_origin FORCE ROW LEVEL SECURITY;
+DO $$
+BEGIN
+    EXECUTE 'DROP POLICY IF EXISTS owner_maintenance ON memory_units_beyond_origin';
+    EXECUTE format('CREATE POLICY owner_maintenance ON memory_units_beyond_origin TO %I USING (true) WITH CHECK (true)',
+                   (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = 'memory_units_beyond_origin'::regclass));
+END $$;
 DROP POLICY IF EXISTS read_scope ON memory_units_beyond_origin;
 CREATE POLICY read_scope ON memory_units_beyond_origin FOR SELECT TO memory_app
-    USING (project = ANY ((SELECT memory_scope('read'))::text[]));
-DROP POLICY IF EXISTS write_scope ON memory_units_beyond_origin;
-CREATE POLICY write_scope ON memory_units_beyond_origin FOR INSERT TO memory_app
-    WITH CHECK (project = ANY ((SELECT memory_scope('write'))::text[]));
+    USING (project = ANY ((SELECT memory_scope('read'))::text[])
+           AND EXISTS (SELECT 1 FROM memory_units u WHERE u.id = unit_id));  -- the units' own policy: no private
+                                                                             -- unit of another persona shows
+DROP POLICY IF EXISTS analyst_read ON memory_units_beyond_origin;
+CREATE POLICY analyst_read ON memory_units_beyond_origin FOR SELECT TO memory_reader USING (true);
 
 -- The units sql/024's triggers marked keep reading their sources through their column, as they do today.
 
 -- sql/016's audience trigger again (its probe of the added units by id included), with the mark: one statement,
--- the units read once; only a still-private unit's row is updated, as before sql/024.
-CREATE OR REPLACE FUNCTION memory_sources_audience() RETURNS trigger LANGUAGE plpgsql AS $$
+-- the units read once; only a still-private unit's row is updated, as before sql/024, its private_to tested on the
+-- row itself (a concurrent change of it is re-checked there, not on the CTE's copy). Both triggers run as the owner,
+-- like the journal's: a writer whose row-level security hides the unit (write scope without read, another
+-- persona's private unit) still marks it and widens its audience.
+CREATE OR REPLACE FUNCTION memory_sources_audience() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
 BEGIN
     WITH a AS (
         SELECT unit_id, min(project) AS project, bool_or(visibility = 'project') AS shared,
@@ -32,7 +48,7 @@ BEGIN
                min(inbox_id) IS DISTINCT FROM max(inbox_id) OR count(inbox_id) < count(*) AS other_than_one_row
         FROM added GROUP BY unit_id
     ), touched AS (
-        SELECT u.id, u.private_to, a.project, a.shared, a.personas,
+        SELECT u.id, a.project, a.shared, a.personas,
                NOT u.sources_beyond_origin AND (a.other_than_one_row OR a.inbox_id IS DISTINCT FROM u.origin_inbox_id)
                    AS beyond
         FROM memory_units u JOIN a ON a.unit_id = u.id
@@ -46,13 +62,14 @@ BEGIN
     SET private_to = CASE WHEN t.shared THEN NULL
                           ELSE ARRAY(SELECT DISTINCT p FROM unnest(u.private_to || t.personas) AS p ORDER BY p) END
     FROM touched t
-    WHERE u.id = t.id AND t.private_to IS NOT NULL;
+    WHERE u.id = t.id AND u.private_to IS NOT NULL;
     RETURN NULL;
 END $$;
 
 -- A source changed (moved to another unit included) or deleted (forget, a merge's copies dropped): the units on
 -- either side that were born with their origin alone read their sources from then on.
-CREATE OR REPLACE FUNCTION memory_sources_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION memory_sources_changed() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
 BEGIN
     IF TG_OP = 'UPDATE' THEN
         INSERT INTO memory_units_beyond_origin (unit_id, project)

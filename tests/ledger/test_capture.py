@@ -737,3 +737,53 @@ def test_a_bulk_fold_of_duplicates_never_deadlocks_with_a_two_statement_update_o
     folding.join()
     assert not failures, failures
     assert conn.execute("SELECT count(*) FROM memory_sources").fetchone()[0] == 4
+
+
+ADD_SOURCE = ("INSERT INTO memory_sources (unit_id, project, feed, task_id, persona, visibility) "
+              "VALUES (%s, 'acme', 'api', %s, %s, %s)")
+
+
+def test_a_private_units_audience_holds_when_two_sources_join_it_at_once(clean, conn):
+    """Sharing a private unit (a project source) while another persona's private source joins it: the second
+    trigger waits on the row and then tests private_to on the row as committed, not as it read it first."""
+    capture.remember(conn, relay_fact(1, "T-1", persona="ana", visibility=V.VISIBILITY_PRIVATE))
+    unit = unit_of(conn, 1)
+    failures: list[BaseException] = []
+    with psycopg.connect(clean, **database.connection_kwargs()) as sharing, \
+            psycopg.connect(clean, **database.connection_kwargs()) as joining:
+        def join() -> None:
+            try:
+                joining.execute(ADD_SOURCE, (unit, "T-3", "mel", V.VISIBILITY_PRIVATE))
+            except psycopg.Error as error:
+                failures.append(error)
+
+        second = threading.Thread(target=join)
+        with sharing.transaction():  # left open: private_to NULL, the row locked
+            sharing.execute(ADD_SOURCE, (unit, "T-2", "bob", V.VISIBILITY_PROJECT))
+            second.start()
+            second.join(timeout=0.5)
+        second.join()
+    assert not failures, failures
+    assert conn.execute("SELECT private_to, memory_unit_audience(id) FROM memory_units WHERE id = %s",
+                        (unit,)).fetchone() == (None, None)
+
+
+def test_every_writer_of_a_source_marks_its_unit_and_no_reader_sees_a_mark_of_a_unit_it_may_not(clean, conn):
+    """The triggers run as the owner: a writer with write scope only, or another persona adding to a private
+    unit, still marks the unit (and widens its audience); the marks show a reader only the units it may see."""
+    capture.remember(conn, relay_fact(1, "T-1", session_id="S-1"))
+    capture.remember(conn, relay_fact(2, "T-2", persona="ana", visibility=V.VISIBILITY_PRIVATE, session_id="S-2"))
+    public, private = unit_of(conn, 1), unit_of(conn, 2)
+    for actor, unit, persona, visibility in (
+            (authz.Actor("w", write=("acme",)), public, None, V.VISIBILITY_PROJECT),
+            (authz.Actor("mel", read=("acme",), write=("acme",)), private, "mel", V.VISIBILITY_PRIVATE)):
+        with psycopg.connect(clean, **database.connection_kwargs()) as writer, authz.scoped(writer, actor):
+            writer.execute(ADD_SOURCE, (unit, f"T-{actor.name}", persona, visibility))
+    marked = {row[0] for row in conn.execute("SELECT unit_id FROM memory_units_beyond_origin")}
+    assert marked == {public, private}
+    assert conn.execute("SELECT private_to FROM memory_units WHERE id = %s", (private,)).fetchone()[0] == [
+        "ana", "mel"]
+    for persona, seen in ((None, {public}), ("ana", {public, private}), ("kim", {public})):
+        with psycopg.connect(clean, **database.connection_kwargs()) as reader, \
+                authz.scoped(reader, authz.Actor.reader("acme", persona)):
+            assert {row[0] for row in reader.execute("SELECT unit_id FROM memory_units_beyond_origin")} == seen

@@ -81,7 +81,8 @@ SELECT ctx.model_key, ctx.units, u.id::text AS unit_id, p.distance, p.dense_rank
        p.near_of, p.near_distance
 FROM ctx
 LEFT JOIN (pool p JOIN memory_units u ON u.id = p.unit_id) ON true
-LEFT JOIN memory_units_beyond_origin b ON b.unit_id = u.id
+LEFT JOIN memory_units_beyond_origin b  -- the project's marks, read once (329 probes of the key cost 1 ms)
+    ON b.project = %(project)s AND b.unit_id = u.id
 LEFT JOIN LATERAL (  -- the latest decay score; as_of recomputes recency instead
     SELECT ds.recency FROM decay_scores ds WHERE ds.unit_id = u.id AND NOT %(historical)s::boolean
     ORDER BY ds.day DESC LIMIT 1) AS dec ON true;
