@@ -133,8 +133,10 @@ GOALS = (
          "per project for up to 8 projects instead of planning each request (cached p50 20.07 -> 17.74 ms on an "
          "EPYC, 0.97x mem0's p95 in a partial run there: bench/results/epyc-df60134; docs/scaling.md item 11), and "
          "since b125237 a unit carries its origin source, so the candidates' sources are read only for units with "
-         "more than one (cached p50 16.33 -> 15.05 ms there, the same top 10s). Next: Python fusion over dicts "
-         "(~1.1 ms; vectorised over the candidate arrays); "
+         "more than one (cached p50 16.33 -> 15.05 ms there, the same top 10s; since sql/025 their marks are a side "
+         "table, +0.3-0.6 ms, so that no write locks the unit); fusion and unpacking do less per candidate "
+         "(1.75 -> 1.49 and 1.22 -> 0.55 ms on a 2-core EPYC, the same rankings). Next: Python fusion over arrays "
+         "instead of dicts (~1.5 ms there; entries only for the hits); "
          "fewer candidates per leg once the session lift no longer reaches ranks 100-200 (fewer cost R@10 today: the "
          "sparse leg at 100 saved 1.15 ms p50 for R@10 0.8035 -> 0.8015; items 8, 11); the int8 query encoder kept "
          "only 0.935 of torch's top 10"),
