@@ -2,11 +2,12 @@
 -- locks it never took before, while it held the project's counter row. A duplicate from another task waited behind
 -- any open update of that unit (decay, curation, a vote), every write of the project waited behind it, a bulk fold
 -- could deadlock with decay's two-statement update, and the update stamped the unit's updated_at. The mark now goes
--- to a side table instead: an insert there takes only the key-share lock the new source's foreign key already
--- takes, and never fires the units' triggers. memory_units.sources_beyond_origin keeps what a unit was born with
--- (false only from the two folds); recall reads a unit's sources when it is true or the unit is marked here.
+-- to a side table instead: an insert there locks nothing of the unit and never fires the units' triggers (no
+-- foreign key either: its key-share check made a source's delete wait on a merge's FOR UPDATE of the unit; a mark
+-- outliving its unit joins nothing). memory_units.sources_beyond_origin keeps what a unit was born with (false only
+-- from the two folds); recall reads a unit's sources when it is true or the unit is marked here.
 CREATE TABLE IF NOT EXISTS memory_units_beyond_origin (
-    unit_id uuid PRIMARY KEY REFERENCES memory_units (id) ON DELETE CASCADE,
+    unit_id uuid PRIMARY KEY,
     project text NOT NULL
 );
 -- recall reads a project's marks once per request (its plan hashes them) rather than probing the key per candidate

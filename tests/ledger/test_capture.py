@@ -787,3 +787,17 @@ def test_every_writer_of_a_source_marks_its_unit_and_no_reader_sees_a_mark_of_a_
         with psycopg.connect(clean, **database.connection_kwargs()) as reader, \
                 authz.scoped(reader, authz.Actor.reader("acme", persona)):
             assert {row[0] for row in reader.execute("SELECT unit_id FROM memory_units_beyond_origin")} == seen
+
+
+def test_deleting_a_source_waits_on_no_lock_of_its_unit(clean, conn):
+    """A source's delete marks its unit (sql/025) without locking it: the side table has no foreign key, whose
+    key-share check waited on a merge's FOR UPDATE of the unit (curation/lock_pair)."""
+    capture.remember(conn, relay_fact(1, "T-1", session_id="S-1"))
+    unit = unit_of(conn, 1)
+    with psycopg.connect(clean, **database.connection_kwargs()) as merging, \
+            psycopg.connect(clean, **database.connection_kwargs()) as deleting, merging.transaction():
+        merging.execute("SELECT id FROM memory_units WHERE id = %s FOR UPDATE", (unit,))
+        deleting.execute("SET lock_timeout = '2s'")
+        deleting.execute("DELETE FROM memory_sources WHERE unit_id = %s", (unit,))
+    assert conn.execute("SELECT count(*) FROM memory_units_beyond_origin WHERE unit_id = %s",
+                        (unit,)).fetchone()[0] == 1
