@@ -42,14 +42,14 @@ CREATE OR REPLACE FUNCTION memory_sources_audience() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
 BEGIN
     WITH a AS (
-        SELECT unit_id, min(project) AS project, bool_or(visibility = 'project') AS shared,
+        SELECT unit_id, bool_or(visibility = 'project') AS shared,
                coalesce(array_agg(persona) FILTER (WHERE visibility = 'private' AND persona IS NOT NULL), '{}')
                    AS personas,
                min(inbox_id) AS inbox_id,  -- with the flag below: every source added is the one row
                min(inbox_id) IS DISTINCT FROM max(inbox_id) OR count(inbox_id) < count(*) AS other_than_one_row
         FROM added GROUP BY unit_id
     ), touched AS (
-        SELECT u.id, a.project, a.shared, a.personas,
+        SELECT u.id, u.project, a.shared, a.personas,
                NOT u.sources_beyond_origin AND (a.other_than_one_row OR a.inbox_id IS DISTINCT FROM u.origin_inbox_id)
                    AS beyond
         FROM memory_units u JOIN a ON a.unit_id = u.id
@@ -68,21 +68,21 @@ BEGIN
 END $$;
 
 -- A source changed (moved to another unit included) or deleted (forget, a merge's copies dropped): the units on
--- either side that were born with their origin alone read their sources from then on.
+-- either side that were born with their origin alone read their sources from then on. One statement over the
+-- sources before (a delete, an update) or after (an update) the change: an update fires it for each side.
 CREATE OR REPLACE FUNCTION memory_sources_changed() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
 BEGIN
-    IF TG_OP = 'UPDATE' THEN
-        INSERT INTO memory_units_beyond_origin (unit_id, project)
-        SELECT u.id, u.project FROM memory_units u
-        WHERE u.id IN (SELECT unit_id FROM changed UNION SELECT unit_id FROM changed_to)
-          AND NOT u.sources_beyond_origin
-        ON CONFLICT (unit_id) DO NOTHING;
-    ELSE
-        INSERT INTO memory_units_beyond_origin (unit_id, project)
-        SELECT u.id, u.project FROM memory_units u
-        WHERE u.id IN (SELECT unit_id FROM changed) AND NOT u.sources_beyond_origin
-        ON CONFLICT (unit_id) DO NOTHING;
-    END IF;
+    INSERT INTO memory_units_beyond_origin (unit_id, project)
+    SELECT u.id, u.project FROM memory_units u
+    WHERE u.id IN (SELECT unit_id FROM changed) AND NOT u.sources_beyond_origin
+    ON CONFLICT (unit_id) DO NOTHING;
     RETURN NULL;
 END $$;
+DROP TRIGGER IF EXISTS memory_sources_updated ON memory_sources;
+DROP TRIGGER IF EXISTS memory_sources_updated_from ON memory_sources;
+CREATE TRIGGER memory_sources_updated_from AFTER UPDATE ON memory_sources REFERENCING OLD TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_sources_changed();
+DROP TRIGGER IF EXISTS memory_sources_updated_to ON memory_sources;
+CREATE TRIGGER memory_sources_updated_to AFTER UPDATE ON memory_sources REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_sources_changed();

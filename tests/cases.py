@@ -12,6 +12,8 @@ from memory_assets import vocabulary as V
 
 REPO = Path(__file__).resolve().parent.parent
 SERVING_MODEL = T1 = "minilm-l6@gt0.1-t1"  # the default serving model
+# whether recall reads a unit's sources (sql/024's column as the unit was born, sql/025's marks since), in SQL
+READS_ITS_SOURCES = "(sources_beyond_origin OR id IN (SELECT unit_id FROM memory_units_beyond_origin))"
 T2 = "minilm-l6@gt0.1-t2"  # the same weights over another text: a second model for re-embedding tests
 
 # Candidates each exclusion rule rejects (fields over a valid default candidate).

@@ -133,7 +133,7 @@ def mix(fused: fusion.Fused, details: dict[str, dict[str, Any]], near: list[tupl
         entry["relevance"] *= keep
     for component, found, round_fused, weight in extra:
         for unit_id, theirs in round_fused.items():
-            entry = fused.get(unit_id) or fused.setdefault(unit_id, fusion.unfound())
+            entry = fused.setdefault(unit_id, fusion.unfound())
             entry[component] = theirs["relevance"]
             entry["relevance"] += weight * theirs["relevance"]
         for unit_id, row in found.details.items():

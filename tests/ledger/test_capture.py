@@ -21,7 +21,7 @@ from memory_assets import authz, database, gates, quality, tokens
 from memory_assets import vocabulary as V
 from memory_assets.api import Memory
 from memory_assets.ledger import canon, capture
-from tests.cases import EXCLUSION_CASES, SECRETS
+from tests.cases import EXCLUSION_CASES, READS_ITS_SOURCES, SECRETS
 
 GOTCHA = dict(kind="gotcha", type="procedural", title="Dagster 1.13.28 breaks dagster-postgres",
               body="pip resolves a 2021 dagster-postgres with dagster 1.13.28.\n"
@@ -652,8 +652,7 @@ def test_a_gating_is_the_gates_verdict_on_its_own_candidates_and_is_written_once
     assert conn.execute("SELECT count(*) FROM memory_units WHERE body LIKE '%%AKIA%%'").fetchone()[0] == 0
 
 
-ORIGIN = ("SELECT number, origin_session_id, origin_persona, origin_visibility, "
-          "sources_beyond_origin OR id IN (SELECT unit_id FROM memory_units_beyond_origin) "
+ORIGIN = (f"SELECT number, origin_session_id, origin_persona, origin_visibility, {READS_ITS_SOURCES} "
           "FROM memory_units WHERE project = 'acme' ORDER BY number")
 
 
@@ -801,3 +800,13 @@ def test_deleting_a_source_waits_on_no_lock_of_its_unit(clean, conn):
         deleting.execute("DELETE FROM memory_sources WHERE unit_id = %s", (unit,))
     assert conn.execute("SELECT count(*) FROM memory_units_beyond_origin WHERE unit_id = %s",
                         (unit,)).fetchone()[0] == 1
+
+
+def test_a_source_moved_to_another_unit_marks_both(clean, conn):
+    """An update of a source fires the mark once for the sources before it and once for those after: a source
+    moved from one unit to another leaves both reading their sources."""
+    for i in (1, 2):
+        capture.remember(conn, relay_fact(i, f"T-{i}", session_id=f"S-{i}"))
+    left, joined = unit_of(conn, 1), unit_of(conn, 2)
+    conn.execute("UPDATE memory_sources SET unit_id = %s WHERE unit_id = %s", (joined, left))
+    assert {row[0] for row in conn.execute("SELECT unit_id FROM memory_units_beyond_origin")} == {left, joined}

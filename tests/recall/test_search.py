@@ -14,8 +14,8 @@ from memory_assets.errors import ValidationError
 from memory_assets.recall import recall
 from memory_assets.recall.legs import candidates, seedable
 from memory_assets.recall.request import request_params, tsquery_terms
+from tests.cases import READS_ITS_SOURCES, embed_all
 from tests.cases import SERVING_MODEL as T1
-from tests.cases import embed_all
 
 
 def note(mem, project, title, body, **kw):
@@ -475,8 +475,7 @@ def test_each_candidates_personas_and_sessions_are_its_sources_as_its_reader_may
         curation.merge(conn, moved.unit_id, kept.unit_id)
         conn.execute("DELETE FROM memory_sources WHERE unit_id = %s", (dropped.unit_id,))
         conn.execute("UPDATE memory_sources SET session_id = 'S-11' WHERE unit_id = %s", (corrected.unit_id,))
-    flags = dict(conn.execute("SELECT number, sources_beyond_origin OR id IN (SELECT unit_id FROM "
-                              "memory_units_beyond_origin) FROM memory_units WHERE project = 'acme'"))
+    flags = dict(conn.execute(f"SELECT number, {READS_ITS_SOURCES} FROM memory_units WHERE project = 'acme'"))
     assert [flags[n] for n in sorted(flags)] == [False, False, True, False, True, False, True, True], flags
     readers = [authz.Actor.reader("acme", persona) for persona in (None, "ana", "mel")]
     for actor in [*readers, authz.Actor.for_project("acme", "ops", forget=True)]:  # an operator sees every unit
