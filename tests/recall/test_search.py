@@ -1,6 +1,7 @@
 """Hybrid recall end to end on the real store: legs, filters before LIMIT, as_of, RLS, visibility, cues."""
 
 import math
+import re
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -12,7 +13,7 @@ from memory_assets import authz, curation, database, embeddings, lifecycle
 from memory_assets import vocabulary as V
 from memory_assets.errors import ValidationError
 from memory_assets.recall import recall
-from memory_assets.recall.legs import candidates, seedable
+from memory_assets.recall.legs import candidates, seedable, statement_params
 from memory_assets.recall.request import request_params, tsquery_terms
 from tests.cases import READS_ITS_SOURCES, embed_all
 from tests.cases import SERVING_MODEL as T1
@@ -489,3 +490,69 @@ def test_each_candidates_personas_and_sessions_are_its_sources_as_its_reader_may
             personas, session, sessions = want.get(unit, (None, None, None))
             assert (details["session_id"], set(details["personas"] or ()), set(details["sessions"] or ())) == (
                 session, set(personas or ()), set(sessions or ())), (actor.name, unit, details)
+
+
+SCORED_COLUMNS_OF_THE_UNITS = """
+SELECT u.id::text, u.number, u.importance, u.trust, u.valid_from, u.type = 'episodic'
+FROM memory_units u WHERE u.project = 'acme'"""
+
+
+@pytest.mark.parametrize("hnsw", [False, True], ids=["exact", "hnsw"])
+def test_every_candidates_details_are_its_own_units_whichever_leg_found_it(mem, conn, embedder, monkeypatch, hnsw):
+    """Whichever leg found a candidate (the dense leg alone, the sparse leg alone, both, or only the neighbour walk),
+    its details are its own unit's number, importance, trust and validity, on the exact path (the pool's units one
+    range of the project's key) and on the HNSW path (one probe per candidate)."""
+    monkeypatch.setattr(V, "RECALL_CANDIDATES", 1)  # one row per leg: the rest of the pool comes from the neighbours
+    monkeypatch.setattr(V, "HNSW_CANDIDATES", 1)
+    monkeypatch.setattr(V, "HNSW_MIN_PROJECT_UNITS", 0 if hnsw else 10_000)
+    day = datetime.now(UTC) - timedelta(days=3)
+    turns = ["Lead: the coffee machine on floor two is broken again.",
+             "Lead: the tape library in the basement holds last year's archive.",
+             "Lead: lunch moves to noon on Thursdays.",
+             "Lead: the backup of the billing replica failed twice this week.",
+             "Lead: parking passes are renewed in January.",
+             "Lead: the printer queue was cleared."]
+    for i, text in enumerate(turns):
+        mem.remember(project="acme", kind="note", type="episodic", title=text, body=text, valid_from=day,
+                     session_id="S-1", persona="lead", importance=0.1 + 0.1 * i, confidence=0.9)
+    embed_all(conn, embedder)
+    embeddings.ensure_model_index(conn, embeddings.model_spec(T1))
+    query = "which archive"  # the sparse leg's one match; the dense leg's is the coffee machine
+    vector = memory_assets.api.encode_query(T1, "the espresso maker is out of order")
+    params = request_params("acme", tsquery_terms(query), 1, datetime.now(UTC), False, reader="api")
+    with authz.scoped(conn, authz.Actor.reader("acme")):
+        found = candidates(conn, params, T1, vector, True)
+        units = {row[0]: row[1:] for row in conn.execute(SCORED_COLUMNS_OF_THE_UNITS, binary=True)}
+    dense, sparse = {row[0] for row in found.dense}, {row[0] for row in found.sparse}
+    near_only = {row[1] for row in found.near} - dense - sparse
+    assert len(dense) == len(sparse) == 1 and dense != sparse and near_only, (found.dense, found.sparse, found.near)
+    assert set(found.details) == dense | sparse | near_only
+    for unit, details in found.details.items():
+        assert (details["number"], details["importance"], details["trust"], details["valid_from"]) == units[unit][:4]
+    assert all(row[2] == units[row[0]][4] for row in [*found.dense, *found.sparse])
+
+
+def probes_of_the_pool(conn, project: str) -> str:
+    """The line of EXPLAIN ANALYZE for the candidates statement's probe of each candidate's unit by its id."""
+    params = statement_params(request_params(project, tsquery_terms("deploys"), 10, datetime.now(UTC), False,
+                                             reader="api"), None, True)
+    text, names = database.positional(embeddings.model_query("recall/candidates", T1))
+    with authz.scoped(conn, authz.Actor.reader(project)):
+        plan = psycopg.RawCursor(conn).execute("EXPLAIN (ANALYZE) " + text, [params[name] for name in names])
+        lines = [row[0] for row in plan]
+    probe = re.compile(r"Index Cond: \(id = p(_\d+)?\.unit_id\)")  # the pool's alias, numbered where it is inlined
+    return next(lines[i - 1] for i, line in enumerate(lines) if probe.search(line))
+
+
+def test_the_pools_units_are_one_range_of_the_projects_key_on_the_exact_path_and_probed_on_the_hnsw_path(
+        mem, conn, monkeypatch):
+    """Under HNSW_MIN_PROJECT_UNITS the project is small and the statement reads its candidates' units as one range of
+    the project's key (LoCoMo: the statement 0.91x against a probe per candidate or a scan of the table); above, each
+    candidate is one probe by its id, whatever the plan guesses of the project's size (row-level security's scopes
+    make it guess small: a plan read all of a 6,000-unit project's units by its key to join ~300 candidates)."""
+    for i in range(12):
+        note(mem, "acme", f"Deploy window {i}", f"Deploys to production happen on Tuesday slot {i}.")
+    assert "never executed" in probes_of_the_pool(conn, "acme")
+    monkeypatch.setattr(V, "HNSW_MIN_PROJECT_UNITS", 10)
+    probes = probes_of_the_pool(conn, "acme")
+    assert "never executed" not in probes and "loops=12" in probes, probes
