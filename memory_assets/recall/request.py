@@ -89,7 +89,7 @@ def send_request_context(conn: psycopg.Connection[Any], project: str, k: int, *,
     ef_floor = max(V.HNSW_EF_SEARCH, hnsw_candidates(k) * V.HNSW_OVERFETCH)
     return conn.execute(named_query("recall/request_context"), {
         **embeddings.SERVING_MODEL_PARAMS, "project": project, "ef_floor": ef_floor,
-        "ef_max": max(ef_floor, V.HNSW_EF_SEARCH_MAX), "planned": planned},
+        "ef_max": max(ef_floor, V.HNSW_EF_SEARCH_MAX), "hnsw_min": V.HNSW_MIN_PROJECT_UNITS, "planned": planned},
         prepare=True)
 
 

@@ -40,17 +40,17 @@ def test_ef_search_grows_with_the_project_between_its_bounds(mem, conn):
             assert conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()[0] == str(expected)
 
 
-def test_a_projects_own_statement_is_planned_once_another_per_request(mem, conn):
+def test_a_projects_own_statement_is_planned_once_another_on_the_exact_path_per_request(mem, conn):
     """A statement with its project as a literal (database.project_plan) is planned once: the plan knows the
-    project's size. The statement made for any project is planned per request on either path: a plan made for any
-    project cannot know the project's size (a 1,000-unit project beside a 100,000-unit one ran 6x slower with it,
-    and beside many small projects a 20,000-unit one's full-text leg read all its units: 22 ms against 8.8 planned
-    for the request); either setting is local to the request."""
+    project's size. The statement made for any project is planned per request under HNSW_MIN_PROJECT_UNITS (a plan
+    made for any project cannot know the project's size: a 1,000-unit project beside a 100,000-unit one ran 6x
+    slower with it) and once above (PostgreSQL's own choice planned it anew for every request); either setting is
+    local to the request."""
     note(mem, "acme", "Deploy window", "Deploys happen on Tuesdays.")
     actor = authz.Actor("t", read=("acme",))
     for units, planned, mode in ((V.HNSW_MIN_PROJECT_UNITS - 1, False, "force_custom_plan"),
                                  (V.HNSW_MIN_PROJECT_UNITS - 1, True, "force_generic_plan"),
-                                 (V.HNSW_MIN_PROJECT_UNITS, False, "force_custom_plan"),
+                                 (V.HNSW_MIN_PROJECT_UNITS, False, "force_generic_plan"),
                                  (V.HNSW_MIN_PROJECT_UNITS, True, "force_generic_plan")):
         conn.execute("UPDATE memory_projects SET last_number = %s WHERE project = 'acme'", (units,))
         with authz.scoped(conn, actor):

@@ -9,7 +9,7 @@ import pytest
 
 import memory_assets
 from bench.recall_stages import round_trips
-from memory_assets import authz, curation, database, embeddings, gates, lifecycle
+from memory_assets import authz, curation, database, embeddings, lifecycle
 from memory_assets import vocabulary as V
 from memory_assets.errors import ValidationError
 from memory_assets.recall import recall
@@ -557,36 +557,3 @@ def test_the_pools_units_are_one_range_of_the_projects_key_on_the_exact_path_and
     probes = probes_of_the_pool(conn, "acme")
     assert "never executed" not in probes and "loops=12" in probes, probes
 
-
-def test_the_full_text_leg_reads_the_gin_index_under_row_level_security(mem, conn):
-    """Row-level security lets a predicate be an index condition only when its function is leakproof: before
-    sql/026 marked ts_match_vq so, a reader's full-text leg never used the GIN index on tsv and matched every unit of
-    the project (14 of 15 ms of a one-term request at 20,000 units). The reader's plan now finds the match in the
-    index, and still sees no other project's units."""
-    assert conn.execute("SELECT proleakproof FROM pg_proc WHERE oid = 'ts_match_vq'::regproc").fetchone()[0]
-    for start in range(0, 1000, 500):
-        mem.remember_many(candidates_of("acme", start, 500))
-    mem.remember_many(candidates_of("other", 0, 5))
-    note(mem, "acme", "Kettle", "The kettle ZX-81 is descaled monthly.")
-    note(mem, "other", "Kettle", "The other team's kettle ZX-81 is descaled weekly.")
-    conn.execute("ANALYZE memory_units")
-    statement = database.with_project_literal(embeddings.model_query("recall/candidates", T1), "acme")
-    params = statement_params(request_params("acme", tsquery_terms("kettle"), 10, datetime.now(UTC), False,
-                                             reader="api"), None, True)
-    text, names = database.positional(statement)
-    with authz.scoped(conn, authz.Actor.reader("acme")):
-        conn.execute("SET LOCAL enable_seqscan = off")  # a thousand units fit in a few pages: the choice at scale is
-        # between the project's key (every unit of the project read and matched) and the index of the terms
-        plan = "\n".join(row[0] for row in psycopg.RawCursor(conn).execute(
-            "EXPLAIN (ANALYZE) " + text, [params[name] for name in names]))
-        rows = psycopg.RawCursor(conn).execute(text, [params[name] for name in names]).fetchall()
-    assert "Bitmap Index Scan on memory_units_tsv" in plan, plan
-    assert [row[2] for row in rows if row[6] is not None] == [
-        str(conn.execute("SELECT id FROM memory_units WHERE project = 'acme' AND title = 'Kettle'").fetchone()[0])]
-
-
-def candidates_of(project: str, start: int, n: int) -> list[gates.Candidate]:
-    """n plain candidates of a project, numbered from start (what an import writes)."""
-    return [gates.validate(project=project, kind="note", type="semantic", title=f"Fact {i} of {project}",
-                           body=f"Service {i} of {project} needs {i % 7 + 1} GiB for batch {i}.", feed="test",
-                           task_id=f"T-{i}") for i in range(start, start + n)]

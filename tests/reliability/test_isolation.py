@@ -396,10 +396,6 @@ def test_forced_rls_keeps_the_maintenance_path_of_a_non_superuser_owner(non_supe
         with mem.connection() as conn:
             assert conn.execute("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user"
                                 ).fetchone()[0] is False
-            # sql/026 could not mark tsvector @@ tsquery leakproof (superusers only): it warned, and the full-text
-            # leg reads the project's units instead of the GIN index, with the same hits (the recall below)
-            assert conn.execute("SELECT proleakproof FROM pg_proc WHERE oid = 'ts_match_vq'::regproc").fetchone()[0] \
-                is False
         mine = mem.remember(**fact("acme", "zqextprivate", persona="ana", visibility=V.VISIBILITY_PRIVATE)).token
         for i in range(6):  # a week of similar episodes for consolidation
             mem.remember(project="acme", kind="note", type="episodic", title=f"Standup {i}",
