@@ -536,10 +536,9 @@ def probes_of_the_pool(conn, project: str) -> str:
     """The line of EXPLAIN ANALYZE for the candidates statement's probe of each candidate's unit by its id."""
     params = statement_params(request_params(project, tsquery_terms("deploys"), 10, datetime.now(UTC), False,
                                              reader="api"), None, True)
-    text, names = database.positional(embeddings.model_query("recall/candidates", T1))
+    statement = "EXPLAIN (ANALYZE) " + embeddings.model_query("recall/candidates", T1)
     with authz.scoped(conn, authz.Actor.reader(project)):
-        plan = psycopg.RawCursor(conn).execute("EXPLAIN (ANALYZE) " + text, [params[name] for name in names])
-        lines = [row[0] for row in plan]
+        lines = [row[0] for row in database.execute_positional(conn, statement, params)]
     probe = re.compile(r"Index Cond: \(id = p(_\d+)?\.unit_id\)")  # the pool's alias, numbered where it is inlined
     return next(lines[i - 1] for i, line in enumerate(lines) if probe.search(line))
 

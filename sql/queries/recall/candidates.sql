@@ -60,13 +60,11 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
                 -- a hash join chose, or a probe per candidate); on the HNSW path one probe per candidate whatever the
                 -- plan guesses of the project's size (row-level security's scopes make it guess small: with the key,
                 -- a plan read all of a 6,000-unit project's units to join ~300 candidates)
-    SELECT p.*, u.type, u.number, u.importance, u.trust, u.valid_from, u.sources_beyond_origin, u.origin_visibility,
-           u.origin_persona, u.origin_session_id
+    SELECT {recall/_pooled_columns}
     FROM pool p JOIN memory_units u ON u.id = p.unit_id AND u.project = %(project)s
     WHERE (SELECT c.units < %(hnsw_min)s FROM ctx c)
     UNION ALL
-    SELECT p.*, u.type, u.number, u.importance, u.trust, u.valid_from, u.sources_beyond_origin, u.origin_visibility,
-           u.origin_persona, u.origin_session_id
+    SELECT {recall/_pooled_columns}
     FROM pool p CROSS JOIN LATERAL (SELECT * FROM memory_units u WHERE u.id = p.unit_id LIMIT 1) AS u
     WHERE (SELECT c.units >= %(hnsw_min)s FROM ctx c)
 )
