@@ -50,7 +50,7 @@ def seed(mem, projects: list[str], n: int, rng: np.random.Generator) -> None:
         conn.execute(f"SET maintenance_work_mem = '{max(1024, len(rows) * 2560 // 2**20)}MB'")
         embeddings.ensure_model_index(conn, embeddings.model_spec(MODEL))
         conn.execute("ANALYZE memory_embeddings")
-        conn.execute("ANALYZE memory_units")
+        database.refresh_statistics(conn, V.UNITS_TABLE)  # as the fold's asset does: the statistics, the GIN index
 
 
 def snapshot(mem, project: str) -> tuple[list[str], np.ndarray]:
@@ -107,7 +107,8 @@ def timed_searches(mem, project: str, queries: np.ndarray, k: int) -> list[float
 
 def timed_full_text(mem, project: str, units: int, k: int, count: int) -> list[float]:
     """recall()'s full-text leg alone for a term one unit holds (the number its text names), after an untimed pass over
-    the terms: under row-level security the leg reads every unit of the project (docs/scaling.md item 12)."""
+    the terms: from TEXT_INDEX_MIN_PROJECT_UNITS units the leg reads its matches through the GIN index (sql/027), not
+    every unit of the project."""
     drawn = np.random.default_rng(units).integers(8, max(9, units), count)  # its own draw: the queries stay as before
     terms = [str(term) for term in drawn]  # 1-7 are in many units' text (their GiB)
     for term in terms:

@@ -416,8 +416,9 @@ def _reconnect_failed(pool: ConnectionPool) -> None:
 
 def refresh_statistics(conn: psycopg.Connection[Any], table: str, written: int = 0) -> bool:
     """ANALYZE a table that bulk writes changed past autovacuum's own threshold (this connection's writes counted at
-    once, another's by the `written` rows it says it wrote), so the next request is not planned on the old
-    statistics until the daemon's next round; True when it analysed, False when not needed or the table was busy."""
+    once, another's by the `written` rows it says it wrote) and merge its GIN indexes' pending entries, so the next
+    request is not planned on the old statistics, nor priced off its full-text index, until the daemon's next round;
+    True when it analysed, False when not needed or the table was busy."""
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise RuntimeError("refresh_statistics runs in its own transaction: call it outside any other")
     conn.execute(query("database/flush_statistics"))  # this backend's own writes counted before the check
@@ -427,6 +428,7 @@ def refresh_statistics(conn: psycopg.Connection[Any], table: str, written: int =
             if stale:
                 conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(V.ANALYZE_LOCK_TIMEOUT_MS)))
                 conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
+                conn.execute(query("database/merge_gin_pending"), {"table": table})
     except psycopg.errors.LockNotAvailable:
         log.info("statistics of %s left to autovacuum: the table is being vacuumed or analysed", table)
         return False

@@ -94,7 +94,8 @@ def statement_params(params: dict[str, Any], vector: Any, sparse: bool) -> dict[
     """The parameters of recall/candidates (and of recall/dense, its dense leg alone, which bench/recall.py times)."""
     return {**params, **embeddings.SERVING_MODEL_PARAMS, "vector": vector, "dense": vector is not None,
             "sparse": sparse, "window": V.CONTEXT_WINDOW, "seed_rank": V.CONTEXT_SEED_RANK,
-            "hnsw_min": V.HNSW_MIN_PROJECT_UNITS, "hnsw_candidates": hnsw_candidates(params["k"]),
+            "hnsw_min": V.HNSW_MIN_PROJECT_UNITS, "text_index_min": V.TEXT_INDEX_MIN_PROJECT_UNITS,
+            "hnsw_candidates": hnsw_candidates(params["k"]),
             "overfetch": hnsw_candidates(params["k"]) * V.HNSW_OVERFETCH, "walk_min_share": V.HNSW_WALK_MIN_SHARE}
 
 

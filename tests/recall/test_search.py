@@ -9,7 +9,7 @@ import pytest
 
 import memory_assets
 from bench.recall_stages import round_trips
-from memory_assets import authz, curation, database, embeddings, lifecycle
+from memory_assets import authz, curation, database, embeddings, gates, lifecycle
 from memory_assets import vocabulary as V
 from memory_assets.errors import ValidationError
 from memory_assets.recall import recall
@@ -556,3 +556,138 @@ def test_the_pools_units_are_one_range_of_the_projects_key_on_the_exact_path_and
     probes = probes_of_the_pool(conn, "acme")
     assert "never executed" not in probes and "loops=12" in probes, probes
 
+
+
+def candidates_of(project: str, start: int, n: int) -> list[gates.Candidate]:
+    """n plain candidates of a project, numbered from start (what an import writes)."""
+    return [gates.validate(project=project, kind="note", type="semantic", title=f"Fact {i} of {project}",
+                           body=f"Service {i} of {project} needs {i % 7 + 1} GiB for batch {i}.", feed="test",
+                           task_id=f"T-{i}") for i in range(start, start + n)]
+
+
+def full_text_store(mem) -> None:
+    """Kettle facts of two projects, public and private to ana (one shared with bo too) for the full-text match's
+    readers."""
+    for project in ("acme", "other"):
+        note(mem, project, "Kettle", f"The kettle of {project} is descaled monthly.")
+        note(mem, project, "Kettle log", f"Ana's kettle notes for {project}.", visibility=V.VISIBILITY_PRIVATE,
+             persona="ana")
+    shared = dict(title="Kettle rota", body="The kettle rota lists ana and bo.", visibility=V.VISIBILITY_PRIVATE)
+    note(mem, "acme", **shared, persona="ana", task_id="T-ana")
+    note(mem, "acme", **shared, persona="bo", task_id="T-bo")  # the same fact: private to both
+    note(mem, "acme", "Kettle receipt", "The old kettle's receipt.")
+
+
+FULL_TEXT_READERS = {
+    "no persona": authz.Actor.reader("acme"),
+    "the private units' persona": authz.Actor.reader("acme", "ana"),
+    "the shared unit's other persona": authz.Actor.reader("acme", "bo"),
+    "another persona": authz.Actor.reader("acme", "cy"),
+    "an operator": authz.Actor(name="ops", read=("acme",), write=("acme",), forget=("acme",)),
+    "another project's reader": authz.Actor.reader("other", "ana"),
+    "no read scope": authz.Actor(name="ana", write=("acme",)),
+}
+
+
+def test_the_full_text_match_returns_row_for_row_what_the_read_policy_shows_each_reader(mem, conn):
+    """memory_text_matches (sql/027) runs as the owner so that the GIN index serves a reader's full-text leg, and so
+    applies memory_app's read_scope policy itself: for every kind of reader, project and query it returns exactly
+    the units the policy shows that reader among those the query matches (another project's, another persona's
+    private units and a reader without the read scope see nothing of them)."""
+    full_text_store(mem)
+    seen = {}
+    for label, actor in FULL_TEXT_READERS.items():
+        for project in ("acme", "other"):
+            for words in (["kettle"], ["kettle", "ana"], ["rota", "receipt", "zzzz"], ["zzzz"]):
+                with authz.scoped(conn, actor):
+                    by_function = {row[0] for row in conn.execute(
+                        "SELECT id FROM memory_text_matches(%s, %s)", (project, words))}
+                    by_policy = {row[0] for row in conn.execute(
+                        "SELECT id FROM memory_units WHERE project = %s"
+                        " AND tsv @@ to_tsquery('english', array_to_string(%s::text[], ' | '))", (project, words))}
+                assert by_function == by_policy, (label, project, words)
+                seen[label, project, words[0]] = len(by_policy)
+    kettles = {label: seen[label, "acme", "kettle"] for label in FULL_TEXT_READERS}
+    assert kettles == {"no persona": 2, "the private units' persona": 4, "the shared unit's other persona": 3,
+                       "another persona": 2, "an operator": 4, "another project's reader": 0, "no read scope": 0}
+
+
+@pytest.mark.parametrize("words", [["kettle&ana"], ["Kettle"], [""], ["kettle:*"], ["!kettle"], ["kettle", None],
+                                   ["x"] * (V.TEXT_MATCH_MAX_WORDS + 1), None])
+def test_the_full_text_match_takes_only_plain_words(mem, conn, words):
+    """The function builds its query itself from at most TEXT_MATCH_MAX_WORDS plain words OR-ed, so no caller can
+    hand it a query deep enough to fail on the rows that hold a word and not on the others (the stack-depth probe that
+    kept ts_match_vq from being marked leakproof); anything else is refused before a row is read."""
+    assert V.RECALL_MAX_QUERY_TERMS + V.PRF_TERMS <= V.TEXT_MATCH_MAX_WORDS  # a feedback round's terms fit
+    note(mem, "acme", "Kettle", "The kettle is descaled monthly.")
+    with authz.scoped(conn, authz.Actor.reader("acme")):
+        assert conn.execute("SELECT count(*) FROM memory_text_matches('acme', %s)",
+                            (["kettle"] * V.TEXT_MATCH_MAX_WORDS,)).fetchone()[0] == 1
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=f"at most {V.TEXT_MATCH_MAX_WORDS}"), \
+            authz.scoped(conn, authz.Actor.reader("acme")):
+        conn.execute("SELECT count(*) FROM memory_text_matches('acme', %s::text[])", (words,))
+
+
+def test_only_the_applications_role_may_run_the_full_text_match(mem, conn):
+    """The function reads as the owner: it is granted to memory_app alone, whose policy it applies (the analysts'
+    role, which never reads text, and any other role are refused)."""
+    note(mem, "acme", "Kettle", "The kettle is descaled monthly.")
+    conn.execute("CREATE ROLE memory_test_stranger NOLOGIN")
+    try:
+        for role in (V.READER_ROLE, "memory_test_stranger"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
+                conn.execute(f"SET LOCAL ROLE {role}")
+                conn.execute("SELECT set_config('memory.read', 'acme', true)")
+                conn.execute("SELECT count(*) FROM memory_text_matches('acme', ARRAY['kettle'])")
+    finally:
+        conn.execute("DROP ROLE memory_test_stranger")
+
+
+def test_the_full_text_leg_reads_the_gin_index_from_its_threshold_with_the_same_hits(mem, conn, monkeypatch):
+    """From TEXT_INDEX_MIN_PROJECT_UNITS units a reader's full-text leg finds its matches in the GIN index (a one-term
+    request at 20,000 units: 4.7 -> 1.5 ms); below, row-level security keeps the plan off the index and the leg
+    reads the project's units by its key. Either way each reader gets the same hits and scores."""
+    full_text_store(mem)
+    mem.remember_many(candidates_of("acme", 0, 1000))
+    database.refresh_statistics(conn, V.UNITS_TABLE)
+    index_scans = "SELECT pg_stat_get_xact_numscans('memory_units_tsv'::regclass)"
+    hits = {}
+    for indexed in (True, False):
+        monkeypatch.setattr(V, "TEXT_INDEX_MIN_PROJECT_UNITS", 0 if indexed else 10**9)
+        for label, actor in FULL_TEXT_READERS.items():
+            for query in ("kettle rota", "service 512 batch", "which kettle does ana descale"):
+                project = actor.read[0] if actor.read else "acme"
+                params = request_params(project, tsquery_terms(query), 10, datetime.now(UTC), False,
+                                        reader=actor.name)
+                with authz.scoped(conn, actor):
+                    conn.execute("SET LOCAL enable_seqscan = off")  # the units fit in a few pages: at scale the
+                    # choice is between the project's key (every unit read and matched) and the index of the terms
+                    before = conn.execute(index_scans).fetchone()[0]  # the transaction's count (it may be nested)
+                    found = candidates(conn, params, T1, None, True)
+                    scans = conn.execute(index_scans).fetchone()[0] - before
+                if not indexed or not actor.read:  # the policy's plan never reads the index; no scope, no read
+                    assert scans == 0, (indexed, label, query, scans)
+                elif query == "kettle rota" and project == "acme":  # a few of its 1,005 units (the other words are in
+                    # every unit, and "other" holds two: its key is cheaper there)
+                    assert scans > 0, (label, query)
+                hits[indexed, label, query] = [(row[0], round(row[1], 9)) for row in found.sparse]
+    for label, query in {key[1:] for key in hits}:
+        assert hits[True, label, query] == hits[False, label, query], (label, query)
+    assert hits[True, "the private units' persona", "kettle rota"] != hits[True, "another persona", "kettle rota"]
+    assert len(hits[True, "no persona", "service 512 batch"]) == V.RECALL_CANDIDATES  # every unit holds two words
+    assert hits[True, "another project's reader", "kettle rota"]  # its own project's kettle
+
+
+def test_a_feedback_round_of_a_longest_query_matches_through_the_index(mem, conn, monkeypatch):
+    """Pseudo-relevance feedback adds up to PRF_TERMS words to a query's RECALL_MAX_QUERY_TERMS: the owner's GIN
+    match took 32 at first, and such a request failed on every project from TEXT_INDEX_MIN_PROJECT_UNITS units (an
+    attacker's review of sql/027)."""
+    for i in range(6):
+        note(mem, "acme", f"Kettle {i}", f"The kettle ZX-{i} is descaled monthly with citric acid batch {i}.")
+    query = " ".join(f"word{i}" for i in range(V.RECALL_MAX_QUERY_TERMS - 1)) + " kettle"
+    assert len(tsquery_terms(query)) == V.RECALL_MAX_QUERY_TERMS
+    found = {}
+    for text_index_min in (0, 10**9):
+        monkeypatch.setattr(V, "TEXT_INDEX_MIN_PROJECT_UNITS", text_index_min)
+        found[text_index_min] = [h.token for h in mem.recall("acme", query, legs="sparse", prf=True)]
+    assert found[0] == found[10**9] and len(found[0]) == 6

@@ -148,9 +148,10 @@ def seeded(mem, conn, embedder):
     return secrets
 
 
-def test_randomized_cross_project_and_cross_persona_reads_leak_nothing(mem, conn, seeded):
+def test_randomized_cross_project_and_cross_persona_reads_leak_nothing(mem, conn, seeded, monkeypatch):
     """Recall, show, history, stats, the review queue, prompt blocks (recalled and bundled) and bundles, each for a
-    random reader and project: only what the oracle allows, and exactly that for stats and the review queue."""
+    random reader and project: only what the oracle allows, and exactly that for stats and the review queue. The
+    full-text leg reads the project's units by its key or through the owner's GIN match (sql/027), at random."""
     seed_value = int(os.environ.get("ISOLATION_SEED") or random.randrange(2**32))
     trials = int(os.environ.get("ISOLATION_TRIALS", "40"))
     rng = random.Random(seed_value)
@@ -159,7 +160,9 @@ def test_randomized_cross_project_and_cross_persona_reads_leak_nothing(mem, conn
     for trial in range(trials):
         actor = random_actor(rng)
         project = rng.choice(PROJECTS)
-        where = f"seed {seed_value} trial {trial} project {project}"
+        text_index_min = rng.choice((0, 10**9))
+        monkeypatch.setattr(V, "TEXT_INDEX_MIN_PROJECT_UNITS", text_index_min)
+        where = f"seed {seed_value} trial {trial} project {project} text index from {text_index_min}"
         query = QUERY if rng.random() < 0.5 else f"{QUERY} {rng.choice(seeded).marker}"  # guessing a marker
         hits = mem.recall(project, query, k=rng.randint(1, 50), actor=actor)
         assert_no_leak([h.as_dict() for h in hits], actor, project, seeded, f"recall {where}")
@@ -242,9 +245,10 @@ def test_mcp_recall_across_projects_and_personas_leaks_nothing(mem, seeded):
     asyncio.run(calls())
 
 
-def test_randomized_historical_recall_each_leg_and_filter_leaks_nothing(mem, conn, seeded):
+def test_randomized_historical_recall_each_leg_and_filter_leaks_nothing(mem, conn, seeded, monkeypatch):
     """Recall's other SQL paths: as_of (the historical leg, where superseded private units answer), the dense and
-    the sparse leg alone, kind and type filters; as random readers of random projects."""
+    the sparse leg alone, kind and type filters, the full-text leg by the project's key or the owner's GIN match; as
+    random readers of random projects."""
     seed_value = int(os.environ.get("ISOLATION_SEED") or random.randrange(2**32))
     rng = random.Random(seed_value)
     # just before each supersession: when the superseded (some of them private) units answer as_of questions
@@ -259,8 +263,10 @@ def test_randomized_historical_recall_each_leg_and_filter_leaks_nothing(mem, con
             arguments["kinds"] = rng.choice((["env"], ["env", "note"], ["gotcha"]))
         if rng.random() < 0.3:
             arguments["types"] = rng.choice((["semantic"], ["episodic"]))
+        text_index_min = rng.choice((0, 10**9))
+        monkeypatch.setattr(V, "TEXT_INDEX_MIN_PROJECT_UNITS", text_index_min)
         hits = mem.recall(project, query, actor=actor, **arguments)
-        where = f"seed {seed_value} trial {trial} {project} {arguments}"
+        where = f"seed {seed_value} trial {trial} {project} {arguments} text index from {text_index_min}"
         assert_no_leak([h.as_dict() for h in hits], actor, project, seeded, f"recall {where}")
         assert len(hits) == 0 or project in actor.read
     for secret in (s for s in seeded if s.unit_id in windows):  # each superseded unit: its audience only, as of then
@@ -342,6 +348,51 @@ def test_a_reader_naming_no_persona_sees_no_private_unit_not_even_of_persona_api
     api = Actor.reader("acme", "api")
     assert [h.token for h in mem.recall("acme", "deploy pipeline zqapiprivate", actor=api)] == [token]
     assert mem.unit("acme", token, actor=api)["title"] == "Deploy note zqapiprivate"
+
+
+OWNERS_FUNCTIONS = """
+    SELECT p.oid::regprocedure::text, p.proconfig FROM pg_proc p
+    WHERE p.pronamespace = 'public'::regnamespace AND p.prosecdef
+      AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+                      AND d.deptype = 'e')"""
+
+
+def test_every_function_run_as_the_owner_searches_the_sessions_temporary_schema_last(conn):
+    """A SECURITY DEFINER function runs as the owner; with search_path = public alone PostgreSQL searches the
+    session's temporary schema first for tables and views, so a caller's temporary object could stand in for the
+    table the function reads or writes (sql/027)."""
+    functions = dict(conn.execute(OWNERS_FUNCTIONS).fetchall())
+    assert "memory_text_matches(text,text[])" in functions and len(functions) >= 7, functions
+    assert [name for name, config in functions.items()
+            if "search_path=pg_catalog, public, pg_temp" not in (config or [])] == []
+
+
+def test_a_callers_temporary_view_or_table_never_stands_in_for_a_table_the_owner_reads_or_writes(mem, conn):
+    """An attacker's review of sql/027: as memory_app, a temporary view named memory_units (every unit of every
+    project, private ones too, all made to match) was read by memory_text_matches as the owner, with the owner's
+    rights for any function the view called; a temporary table named memory_changes took the journal trigger's rows,
+    and a trigger on it ran the writer's code as the owner. Both now reach the real tables."""
+    mem.remember(**fact("acme", "zqkettle"))
+    mem.remember(**fact("acme", "zqkettleprivate", persona="ana", visibility=V.VISIBILITY_PRIVATE))
+    mem.remember(**fact("beta", "zqkettleother"))
+    journal = "SELECT count(*) FROM public.memory_changes WHERE project = 'acme'"
+    journalled = conn.execute(journal).fetchone()[0]
+    with authz.scoped(conn, Actor("cy", read=("acme",), write=("acme",))):
+        conn.execute("CREATE TEMP VIEW memory_units WITH (security_invoker = true) AS "
+                     "SELECT id, 'acme'::text AS project, number, type, kind, status, NULL::text[] AS private_to, "
+                     "valid_from, valid_until, expired_at, paths, to_tsvector('english', 'pipeline') AS tsv "
+                     "FROM public.memory_units")
+        found = conn.execute("SELECT count(*) FROM memory_text_matches('acme', ARRAY['pipeline'])").fetchone()[0]
+        conn.execute("CREATE TEMP TABLE memory_changes (seq bigserial, unit_id uuid, project text, revision integer,"
+                     " status text, change text, xid xid8 DEFAULT pg_current_xact_id(), at timestamptz DEFAULT now())")
+        updated = conn.execute("UPDATE public.memory_units SET revision = revision + 1 WHERE project = 'acme'"
+                               " AND private_to IS NULL").rowcount
+        taken = conn.execute("SELECT count(*) FROM pg_temp.memory_changes").fetchone()[0]
+        conn.execute("DROP VIEW pg_temp.memory_units")
+        conn.execute("DROP TABLE pg_temp.memory_changes")
+    assert found == 1  # acme's one shared unit: not ana's private one, nor beta's
+    assert updated == 1 and taken == 0
+    assert conn.execute(journal).fetchone()[0] == journalled + 1
 
 
 def test_every_memory_table_forces_row_level_security(conn):

@@ -7,20 +7,29 @@
 -- before its LIMIT; row-level security applies to every table read.
 WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan would parse it again for every row
     SELECT to_tsquery('english', %(tsquery)s) AS query
-), matched AS MATERIALIZED (
+), matched AS MATERIALIZED (  -- under %(text_index_min)s units: the project's units matching the query, read by the
+                              -- project's key (row-level security keeps a reader's plan off the GIN index)
     SELECT u.id, u.tsv, u.number, u.type = 'episodic' AS episodic, ({recall/_unit_filters}) AS recallable,
            ts_rank(u.tsv, (SELECT query FROM tsq)) AS tsrank
     FROM memory_units u
     WHERE u.project = %(project)s AND u.tsv @@ (SELECT query FROM tsq) AND %(sparse)s::boolean
+      AND (SELECT c.units < %(text_index_min)s FROM ctx c)
 ), queries AS MATERIALIZED (  -- the query's distinct terms as parsed (two words may stem alike), each numbered
     SELECT min(t.ord) AS term, q.query
     FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS t(word, ord)
     CROSS JOIN LATERAL to_tsquery('english', t.word) AS q(query)
     GROUP BY q.query
 ), hits AS MATERIALIZED (  -- each (matching unit, term) pair, matched once: the idf counts them, the score sums them,
-                            -- and they carry what the leg ranks by (a join back to matched rescans it per unit)
+                            -- and they carry what the leg ranks by (a join back to matched rescans it per unit); from
+                            -- %(text_index_min)s units the owner's match through the GIN index finds the units, which
+                            -- applies the read policy itself (memory_text_matches, sql/027), joined here without a
+                            -- second copy of its rows
     SELECT q.term, m.id, m.number, m.episodic, m.recallable, m.tsrank
     FROM matched m JOIN queries q ON m.tsv @@ q.query
+    UNION ALL
+    SELECT q.term, u.id, u.number, u.type = 'episodic', ({recall/_unit_filters}), u.tsrank
+    FROM memory_text_matches(%(project)s, %(terms)s::text[]) AS u JOIN queries q ON u.tsv @@ q.query
+    WHERE %(sparse)s::boolean AND (SELECT c.units >= %(text_index_min)s FROM ctx c)
 ), terms AS MATERIALIZED (  -- BM25's idf per query term, counted over the project's matching units
     SELECT h.term, ln(1 + ((SELECT greatest(c.units, 1) FROM ctx c)::float8 - count(*) + 0.5) / (count(*) + 0.5))
            AS idf

@@ -1,0 +1,74 @@
+-- Recall's full-text match through the GIN index on memory_units.tsv, for memory_app. Under row-level security the
+-- planner makes a predicate an index condition only when its function is leakproof, and ts_match_vq (tsvector @@
+-- tsquery) is not, rightly: TS_execute stops early, so a deep query's stack-depth error would say whether a hidden row
+-- holds a word (docs/scaling.md item 12). So a reader's full-text leg read every unit of the project and matched each
+-- one: O(project) for any query (17 ms for one rare term at 20,000 units). This function runs as the owner, whose own
+-- policy hides nothing, so the index serves the match, and applies memory_app's read_scope policy on memory_units
+-- itself (sql/009_read_scopes.sql: the project in the read scope; a private unit only for its persona or an operator
+-- of the project, who may forget it), tested row for row against the policy. It builds its query itself from at most
+-- 64 plain words OR-ed (vocabulary.TEXT_MATCH_MAX_WORDS: a request's 32 terms and the feedback round's 5 more), so no
+-- caller can give it a query deep enough to fail on some rows and not on others. It returns the columns recall's
+-- filters and ranking read. Its search_path names pg_temp last and the table by its schema: otherwise a session's
+-- temporary view called memory_units would be read in its place, as the owner (an attacker's review found that, and
+-- the same hole in the SECURITY DEFINER triggers, which get the same path at the end of this file).
+-- Planned for every call (EXECUTE): a plan made for any project guesses it small and reads it by its key.
+-- (026 is retired: a store that applied the withdrawn leakproof mark gets the catalog's default back below.)
+CREATE OR REPLACE FUNCTION memory_text_matches(match_project text, words text[])
+    RETURNS TABLE (id uuid, project text, number bigint, type text, kind text, status text, private_to text[],
+                   valid_from timestamptz, valid_until timestamptz, expired_at timestamptz, paths text[],
+                   tsrank real, tsv tsvector)
+    LANGUAGE plpgsql STABLE PARALLEL RESTRICTED SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
+    ROWS 200 AS $$
+DECLARE
+    matching tsquery;
+BEGIN
+    IF words IS NULL OR cardinality(words) > 64
+       OR EXISTS (SELECT 1 FROM unnest(words) AS w(word) WHERE w.word IS NULL OR w.word !~ '^[a-z0-9]+$') THEN
+        RAISE EXCEPTION 'memory_text_matches: words must be at most 64 lowercase ASCII letters-or-digits words'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF match_project IS NULL OR cardinality(words) = 0
+       OR match_project <> ALL (public.memory_scope('read')) THEN  -- read_scope: the project in the reader's read scope
+        RETURN;
+    END IF;
+    matching := to_tsquery('english', array_to_string(words, ' | '));  -- parsed once: a parameter, not per row
+    RETURN QUERY EXECUTE
+        'SELECT u.id, u.project, u.number, u.type, u.kind, u.status, u.private_to, u.valid_from, u.valid_until,
+                u.expired_at, u.paths, ts_rank(u.tsv, $2), u.tsv
+         FROM public.memory_units u
+         WHERE u.project = $1 AND u.tsv @@ $2
+           AND (u.private_to IS NULL OR $3 = ANY (u.private_to) OR $4)'  -- read_scope: a private unit's audience
+        USING match_project, matching, public.memory_persona(), match_project = ANY (public.memory_scope('forget'));
+END $$;
+REVOKE ALL ON FUNCTION memory_text_matches(text, text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION memory_text_matches(text, text[]) TO memory_app;
+
+DO $$
+BEGIN
+    IF (SELECT proleakproof FROM pg_proc WHERE oid = 'pg_catalog.ts_match_vq(tsvector, tsquery)'::regprocedure) THEN
+        IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+            ALTER FUNCTION pg_catalog.ts_match_vq(tsvector, tsquery) NOT LEAKPROOF;
+        ELSE
+            RAISE WARNING 'memory-assets: ts_match_vq (tsvector @@ tsquery) is marked leakproof, which lets a deep '
+                          'query tell hidden rows apart; a superuser should run ALTER FUNCTION '
+                          'pg_catalog.ts_match_vq(tsvector, tsquery) NOT LEAKPROOF';
+        END IF;
+    END IF;
+END $$;
+
+-- Every SECURITY DEFINER function of the schema (the triggers that write the journal, the marks, the canon's
+-- version, the vectors' deletion) searches pg_catalog, then public, then the session's temporary schema: with
+-- search_path = public alone a writer's temporary table named like the table a trigger writes (memory_changes) took
+-- its rows, and a trigger on it ran the writer's code as the owner.
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN SELECT p.oid FROM pg_proc p
+             WHERE p.pronamespace = 'public'::regnamespace AND p.prosecdef AND pg_has_role(p.proowner, 'USAGE')
+               AND NOT EXISTS (SELECT 1 FROM pg_depend d  -- the project's own, not an extension's
+                               WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, public, pg_temp', f);
+    END LOOP;
+END $$;
