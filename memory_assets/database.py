@@ -422,14 +422,21 @@ def refresh_statistics(conn: psycopg.Connection[Any], table: str, written: int =
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise RuntimeError("refresh_statistics runs in its own transaction: call it outside any other")
     conn.execute(query("database/flush_statistics"))  # this backend's own writes counted before the check
+    bounded = sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(V.ANALYZE_LOCK_TIMEOUT_MS))
     try:
         with conn.transaction():
             stale = one(conn.execute(query("database/statistics_stale"), {"table": table, "written": written}))[0]
             if stale:
-                conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(V.ANALYZE_LOCK_TIMEOUT_MS)))
+                conn.execute(bounded)
                 conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
-                conn.execute(query("database/merge_gin_pending"), {"table": table})
     except psycopg.errors.LockNotAvailable:
         log.info("statistics of %s left to autovacuum: the table is being vacuumed or analysed", table)
         return False
+    if stale:  # after the ANALYZE has committed: a merge that waits too long must not undo it
+        try:
+            with conn.transaction():
+                conn.execute(bounded)
+                conn.execute(query("database/merge_gin_pending"), {"table": table})
+        except psycopg.errors.LockNotAvailable:
+            log.info("the GIN pending entries of %s left to autovacuum: another merge holds them", table)
     return bool(stale)

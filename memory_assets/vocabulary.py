@@ -336,7 +336,7 @@ HNSW_MIN_PROJECT_UNITS = 5_000
 # term 0.71x at 5,000 units and 0.33x at 20,000, a query whose words every unit holds 1.10x and 1.12x; at 2,000 units
 # no gain (1.01x)
 TEXT_INDEX_MIN_PROJECT_UNITS = 5_000
-TEXT_MATCH_MAX_WORDS = 64  # sql/027's own limit: at least RECALL_MAX_QUERY_TERMS + PRF_TERMS
+TEXT_MATCH_MAX_WORDS = 64  # sql/027's own limit: at least RECALL_MAX_QUERY_TERMS + PRF_TERMS and SECOND_ROUND_TERMS
 # a project walks the graph only while it holds this share of the store's vectors: below, the walk passes mostly over
 # other projects' (1,000 units beside 100,000: 203 ms, 0.79 of the exact top 10) and its own are sorted instead
 HNSW_WALK_MIN_SHARE = 0.1

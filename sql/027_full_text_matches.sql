@@ -2,15 +2,17 @@
 -- planner makes a predicate an index condition only when its function is leakproof, and ts_match_vq (tsvector @@
 -- tsquery) is not, rightly: TS_execute stops early, so a deep query's stack-depth error would say whether a hidden row
 -- holds a word (docs/scaling.md item 12). So a reader's full-text leg read every unit of the project and matched each
--- one: O(project) for any query (17 ms for one rare term at 20,000 units). This function runs as the owner, whose own
+-- one: O(project) for any query (one rare term at 20,000 units: 17 ms on an AMD EPYC, 4.6 ms on an Intel Xeon). This function runs as the owner, whose own
 -- policy hides nothing, so the index serves the match, and applies memory_app's read_scope policy on memory_units
 -- itself (sql/009_read_scopes.sql: the project in the read scope; a private unit only for its persona or an operator
 -- of the project, who may forget it), tested row for row against the policy. It builds its query itself from at most
--- 64 plain words OR-ed (vocabulary.TEXT_MATCH_MAX_WORDS: a request's 32 terms and the feedback round's 5 more), so no
--- caller can give it a query deep enough to fail on some rows and not on others. It returns the columns recall's
--- filters and ranking read. Its search_path names pg_temp last and the table by its schema: otherwise a session's
--- temporary view called memory_units would be read in its place, as the owner (an attacker's review found that, and
--- the same hole in the SECURITY DEFINER triggers, which get the same path at the end of this file).
+-- 64 plain words OR-ed (vocabulary.TEXT_MATCH_MAX_WORDS: at least a request's 32 terms plus a feedback round's 5), so
+-- no caller can give it a query deep enough to fail on some rows and not on others. It returns the columns recall's
+-- filters and ranking read. Its search_path names pg_temp last and it names the table and every function by its
+-- schema: otherwise a session's temporary view called memory_units would be read in its place, as the owner (an
+-- attacker's review found that, and the same hole in the SECURITY DEFINER triggers, which get the same path at the end
+-- of this file), and where a role may create in public (PostgreSQL 14 and older) a public.cardinality(text[]) would
+-- be a closer match than pg_catalog's cardinality(anyarray) and run as the owner (so CREATE there is revoked too).
 -- Planned for every call (EXECUTE): a plan made for any project guesses it small and reads it by its key.
 -- (026 is retired: a store that applied the withdrawn leakproof mark gets the catalog's default back below.)
 CREATE OR REPLACE FUNCTION memory_text_matches(match_project text, words text[])
@@ -22,26 +24,34 @@ CREATE OR REPLACE FUNCTION memory_text_matches(match_project text, words text[])
 DECLARE
     matching tsquery;
 BEGIN
-    IF words IS NULL OR cardinality(words) > 64
-       OR EXISTS (SELECT 1 FROM unnest(words) AS w(word) WHERE w.word IS NULL OR w.word !~ '^[a-z0-9]+$') THEN
+    IF words IS NULL OR pg_catalog.cardinality(words) > 64
+       OR EXISTS (SELECT 1 FROM pg_catalog.unnest(words) AS w(word) WHERE w.word IS NULL OR w.word !~ '^[a-z0-9]+$')
+    THEN
         RAISE EXCEPTION 'memory_text_matches: words must be at most 64 lowercase ASCII letters-or-digits words'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF match_project IS NULL OR cardinality(words) = 0
-       OR match_project <> ALL (public.memory_scope('read')) THEN  -- read_scope: the project in the reader's read scope
+    IF match_project IS NULL OR pg_catalog.cardinality(words) = 0  -- read_scope: the project in the read scope
+       OR NOT coalesce(match_project = ANY (public.memory_scope('read')), false) THEN
         RETURN;
     END IF;
-    matching := to_tsquery('english', array_to_string(words, ' | '));  -- parsed once: a parameter, not per row
+    matching := pg_catalog.to_tsquery('english'::regconfig, pg_catalog.array_to_string(words, ' | '));  -- parsed
+    -- once: a parameter, not per row
     RETURN QUERY EXECUTE
         'SELECT u.id, u.project, u.number, u.type, u.kind, u.status, u.private_to, u.valid_from, u.valid_until,
-                u.expired_at, u.paths, ts_rank(u.tsv, $2), u.tsv
+                u.expired_at, u.paths, pg_catalog.ts_rank(u.tsv, $2), u.tsv
          FROM public.memory_units u
          WHERE u.project = $1 AND u.tsv @@ $2
            AND (u.private_to IS NULL OR $3 = ANY (u.private_to) OR $4)'  -- read_scope: a private unit's audience
-        USING match_project, matching, public.memory_persona(), match_project = ANY (public.memory_scope('forget'));
+        USING match_project, matching, public.memory_persona(),
+              coalesce(match_project = ANY (public.memory_scope('forget')), false);
 END $$;
 REVOKE ALL ON FUNCTION memory_text_matches(text, text[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION memory_text_matches(text, text[]) TO memory_app;
+-- PostgreSQL 15's default, for a database made before it: only the schema's owner and the migrating role create
+-- objects in public (each a warning, not an error, where the migrating role may not grant it: it then keeps creating
+-- through PUBLIC, as before)
+GRANT CREATE ON SCHEMA public TO CURRENT_USER;
+REVOKE CREATE ON SCHEMA public FROM PUBLIC;
 
 DO $$
 BEGIN

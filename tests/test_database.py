@@ -235,8 +235,9 @@ def test_statistics_are_refreshed_once_writes_pass_autovacuums_threshold_and_not
 
 def test_a_refresh_merges_the_full_text_indexs_pending_entries(analysed_by_refreshes_only):
     """A bulk write leaves its rows' lexemes in the GIN index's pending list, which the planner prices into every
-    scan of it: after a 10,000-unit load a reader's full-text leg read the whole table (7.3 ms) until a VACUUM
-    merged them (0.06 ms). The refresh after a bulk write merges them; without one they stay pending."""
+    scan of it: after a 10,000-unit load a reader's full-text leg read the whole table (7.3 ms) until
+    gin_clean_pending_list merged them (0.06 ms). The refresh after a bulk write merges them (after its ANALYZE has
+    committed); without one they stay pending."""
     conn = analysed_by_refreshes_only
     pending = "SELECT gin_clean_pending_list('memory_units_tsv')"
     capture.remember_many(conn, service_facts(300))

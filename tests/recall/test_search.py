@@ -9,13 +9,13 @@ import pytest
 
 import memory_assets
 from bench.recall_stages import round_trips
-from memory_assets import authz, curation, database, embeddings, gates, lifecycle
+from memory_assets import authz, curation, database, embeddings, lifecycle
 from memory_assets import vocabulary as V
 from memory_assets.errors import ValidationError
-from memory_assets.recall import recall
+from memory_assets.recall import expansion, recall
 from memory_assets.recall.legs import candidates, seedable, statement_params
 from memory_assets.recall.request import request_params, tsquery_terms
-from tests.cases import READS_ITS_SOURCES, embed_all
+from tests.cases import READS_ITS_SOURCES, embed_all, service_facts
 from tests.cases import SERVING_MODEL as T1
 
 
@@ -558,13 +558,6 @@ def test_the_pools_units_are_one_range_of_the_projects_key_on_the_exact_path_and
 
 
 
-def candidates_of(project: str, start: int, n: int) -> list[gates.Candidate]:
-    """n plain candidates of a project, numbered from start (what an import writes)."""
-    return [gates.validate(project=project, kind="note", type="semantic", title=f"Fact {i} of {project}",
-                           body=f"Service {i} of {project} needs {i % 7 + 1} GiB for batch {i}.", feed="test",
-                           task_id=f"T-{i}") for i in range(start, start + n)]
-
-
 def full_text_store(mem) -> None:
     """Kettle facts of two projects, public and private to ana (one shared with bo too) for the full-text match's
     readers."""
@@ -618,7 +611,8 @@ def test_the_full_text_match_takes_only_plain_words(mem, conn, words):
     """The function builds its query itself from at most TEXT_MATCH_MAX_WORDS plain words OR-ed, so no caller can
     hand it a query deep enough to fail on the rows that hold a word and not on the others (the stack-depth probe that
     kept ts_match_vq from being marked leakproof); anything else is refused before a row is read."""
-    assert V.RECALL_MAX_QUERY_TERMS + V.PRF_TERMS <= V.TEXT_MATCH_MAX_WORDS  # a feedback round's terms fit
+    # a feedback round's terms fit, and a second round's seeds
+    assert max(V.RECALL_MAX_QUERY_TERMS + V.PRF_TERMS, V.SECOND_ROUND_TERMS) <= V.TEXT_MATCH_MAX_WORDS
     note(mem, "acme", "Kettle", "The kettle is descaled monthly.")
     with authz.scoped(conn, authz.Actor.reader("acme")):
         assert conn.execute("SELECT count(*) FROM memory_text_matches('acme', %s)",
@@ -648,14 +642,14 @@ def test_the_full_text_leg_reads_the_gin_index_from_its_threshold_with_the_same_
     request at 20,000 units: 4.7 -> 1.5 ms); below, row-level security keeps the plan off the index and the leg
     reads the project's units by its key. Either way each reader gets the same hits and scores."""
     full_text_store(mem)
-    mem.remember_many(candidates_of("acme", 0, 1000))
+    mem.remember_many(service_facts(1000))
     database.refresh_statistics(conn, V.UNITS_TABLE)
     index_scans = "SELECT pg_stat_get_xact_numscans('memory_units_tsv'::regclass)"
     hits = {}
     for indexed in (True, False):
         monkeypatch.setattr(V, "TEXT_INDEX_MIN_PROJECT_UNITS", 0 if indexed else 10**9)
         for label, actor in FULL_TEXT_READERS.items():
-            for query in ("kettle rota", "service 512 batch", "which kettle does ana descale"):
+            for query in ("kettle rota", "service 512 proxy", "which kettle does ana descale"):
                 project = actor.read[0] if actor.read else "acme"
                 params = request_params(project, tsquery_terms(query), 10, datetime.now(UTC), False,
                                         reader=actor.name)
@@ -674,7 +668,7 @@ def test_the_full_text_leg_reads_the_gin_index_from_its_threshold_with_the_same_
     for label, query in {key[1:] for key in hits}:
         assert hits[True, label, query] == hits[False, label, query], (label, query)
     assert hits[True, "the private units' persona", "kettle rota"] != hits[True, "another persona", "kettle rota"]
-    assert len(hits[True, "no persona", "service 512 batch"]) == V.RECALL_CANDIDATES  # every unit holds two words
+    assert len(hits[True, "no persona", "service 512 proxy"]) == V.RECALL_CANDIDATES  # every unit holds two words
     assert hits[True, "another project's reader", "kettle rota"]  # its own project's kettle
 
 
@@ -686,8 +680,13 @@ def test_a_feedback_round_of_a_longest_query_matches_through_the_index(mem, conn
         note(mem, "acme", f"Kettle {i}", f"The kettle ZX-{i} is descaled monthly with citric acid batch {i}.")
     query = " ".join(f"word{i}" for i in range(V.RECALL_MAX_QUERY_TERMS - 1)) + " kettle"
     assert len(tsquery_terms(query)) == V.RECALL_MAX_QUERY_TERMS
+    sent = []
+    original = expansion.candidates
+    monkeypatch.setattr(expansion, "candidates", lambda conn, params, *a, **kw: sent.append(len(params["terms"]))
+                        or original(conn, params, *a, **kw))
     found = {}
     for text_index_min in (0, 10**9):
         monkeypatch.setattr(V, "TEXT_INDEX_MIN_PROJECT_UNITS", text_index_min)
         found[text_index_min] = [h.token for h in mem.recall("acme", query, legs="sparse", prf=True)]
     assert found[0] == found[10**9] and len(found[0]) == 6
+    assert sent and min(sent) > V.RECALL_MAX_QUERY_TERMS  # the round did send more than a request's terms

@@ -360,11 +360,15 @@ OWNERS_FUNCTIONS = """
 def test_every_function_run_as_the_owner_searches_the_sessions_temporary_schema_last(conn):
     """A SECURITY DEFINER function runs as the owner; with search_path = public alone PostgreSQL searches the
     session's temporary schema first for tables and views, so a caller's temporary object could stand in for the
-    table the function reads or writes (sql/027)."""
+    table the function reads or writes, and a caller's function in public for a pg_catalog one (sql/027)."""
     functions = dict(conn.execute(OWNERS_FUNCTIONS).fetchall())
-    assert "memory_text_matches(text,text[])" in functions and len(functions) >= 7, functions
+    assert set(functions) >= {"memory_text_matches(text,text[])", "memory_units_journal()",
+                              "memory_units_journal_inserts()", "memory_units_forget_vectors()",
+                              "memory_sources_audience()", "memory_sources_changed()", "memory_canon_changed()"}
     assert [name for name, config in functions.items()
             if "search_path=pg_catalog, public, pg_temp" not in (config or [])] == []
+    # and no caller's function in public can be a closer match than pg_catalog's for a call inside them
+    assert conn.execute("SELECT has_schema_privilege(%s, 'public', 'CREATE')", (V.APP_ROLE,)).fetchone()[0] is False
 
 
 def test_a_callers_temporary_view_or_table_never_stands_in_for_a_table_the_owner_reads_or_writes(mem, conn):
