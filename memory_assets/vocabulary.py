@@ -333,8 +333,8 @@ ONNX_MODELS_DIRNAME = "models"
 # 6x faster than exact with the same top 10)
 HNSW_MIN_PROJECT_UNITS = 5_000
 # from this many units the full-text leg matches through the GIN index (sql/027), below by the project's key: a rare
-# term 0.71x at 5,000 units and 0.33x at 20,000, a query whose words every unit holds 1.10x and 1.12x; at 2,000 units
-# no gain (1.01x)
+# term 0.73x at 5,000 units and 0.074x at 100,000, a query whose words every unit holds 1.12x and 1.10x; at 2,000
+# units no gain (1.01x)
 TEXT_INDEX_MIN_PROJECT_UNITS = 5_000
 TEXT_MATCH_MAX_WORDS = 64  # sql/027's own limit: at least RECALL_MAX_QUERY_TERMS + PRF_TERMS and SECOND_ROUND_TERMS
 # a project walks the graph only while it holds this share of the store's vectors: below, the walk passes mostly over

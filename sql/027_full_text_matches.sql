@@ -1,20 +1,35 @@
--- Recall's full-text match through the GIN index on memory_units.tsv, for memory_app. Under row-level security the
+-- Recall's full-text match through a GIN index of the units' words, for memory_app. Under row-level security the
 -- planner makes a predicate an index condition only when its function is leakproof, and ts_match_vq (tsvector @@
--- tsquery) is not, rightly: TS_execute stops early, so a deep query's stack-depth error would say whether a hidden row
--- holds a word (docs/scaling.md item 12). So a reader's full-text leg read every unit of the project and matched each
--- one: O(project) for any query (one rare term at 20,000 units: 17 ms on an AMD EPYC, 4.6 ms on an Intel Xeon). This function runs as the owner, whose own
--- policy hides nothing, so the index serves the match, and applies memory_app's read_scope policy on memory_units
--- itself (sql/009_read_scopes.sql: the project in the read scope; a private unit only for its persona or an operator
--- of the project, who may forget it), tested row for row against the policy. It builds its query itself from at most
--- 64 plain words OR-ed (vocabulary.TEXT_MATCH_MAX_WORDS: at least a request's 32 terms plus a feedback round's 5), so
--- no caller can give it a query deep enough to fail on some rows and not on others. It returns the columns recall's
--- filters and ranking read. Its search_path names pg_temp last and it names the table and every function by its
--- schema: otherwise a session's temporary view called memory_units would be read in its place, as the owner (an
--- attacker's review found that, and the same hole in the SECURITY DEFINER triggers, which get the same path at the end
--- of this file), and where a role may create in public (PostgreSQL 14 and older) a public.cardinality(text[]) would
--- be a closer match than pg_catalog's cardinality(anyarray) and run as the owner (so CREATE there is revoked too).
+-- tsquery) is not, rightly: TS_execute stops early, so a deep query's stack-depth error would say whether a hidden
+-- row holds a word (docs/scaling.md item 12). So a reader's full-text leg read every unit of the project and matched
+-- each one: O(project) for any query (one rare term at 100,000 units: 24 ms on an Intel Xeon). This function runs as
+-- the owner, whose own policy hides nothing, so the index serves the match, and applies memory_app's read_scope
+-- policy on memory_units itself (sql/009_read_scopes.sql: the project in the read scope; a private unit only for its
+-- persona or an operator of the project, who may forget it), tested row for row against the policy. It builds its
+-- query itself from at most 64 plain words OR-ed (vocabulary.TEXT_MATCH_MAX_WORDS: at least a request's 32 terms
+-- plus a feedback round's 5), so no caller can give it a query deep enough to fail on some rows and not on others.
+-- It returns the columns recall's filters and ranking read. Its search_path names pg_temp last and it names the
+-- table and every function by its schema: otherwise a session's temporary view called memory_units would be read in
+-- its place, as the owner (an attacker's review found that, and the same hole in the SECURITY DEFINER triggers,
+-- which get the same path at the end of this file), and where a role may create in public (PostgreSQL 14 and older)
+-- a public.cardinality(text[]) would be a closer match than pg_catalog's cardinality(anyarray) and run as the owner
+-- (so CREATE there is revoked too).
 -- Planned for every call (EXECUTE): a plan made for any project guesses it small and reads it by its key.
 -- (026 is retired: a store that applied the withdrawn leakproof mark gets the catalog's default back below.)
+-- The index it reads: each unit's lexemes prefixed with its project ('acme/kettl'), so a word's entry holds one
+-- project's units only. On the plain index of tsv (which no reader's plan could use: it is dropped) a word held by
+-- 30,000 units of another project made a reader's request 1.2 -> 6 ms (each of them fetched, then filtered out): how
+-- often a word occurs where the reader may not look showed in its timing (the second attacker's review). The entries
+-- carry no positions or weights: they only find the units, which are matched again on tsv itself.
+CREATE OR REPLACE FUNCTION memory_project_lexemes(project text, tsv tsvector) RETURNS tsvector
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS
+$$ SELECT pg_catalog.array_to_tsvector(ARRAY(
+       SELECT project OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) lexeme
+       FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(tsv)) AS lexeme)) $$;
+CREATE INDEX IF NOT EXISTS memory_units_project_lexemes ON memory_units
+    USING gin (public.memory_project_lexemes(project, tsv));
+DROP INDEX IF EXISTS memory_units_tsv;
+
 CREATE OR REPLACE FUNCTION memory_text_matches(match_project text, words text[])
     RETURNS TABLE (id uuid, project text, number bigint, type text, kind text, status text, private_to text[],
                    valid_from timestamptz, valid_until timestamptz, expired_at timestamptz, paths text[],
@@ -22,7 +37,8 @@ CREATE OR REPLACE FUNCTION memory_text_matches(match_project text, words text[])
     LANGUAGE plpgsql STABLE PARALLEL RESTRICTED SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
     ROWS 200 AS $$
 DECLARE
-    matching tsquery;
+    matching pg_catalog.tsquery;
+    in_project pg_catalog.tsquery;
 BEGIN
     IF words IS NULL OR pg_catalog.cardinality(words) > 64
        OR EXISTS (SELECT 1 FROM pg_catalog.unnest(words) AS w(word) WHERE w.word IS NULL OR w.word !~ '^[a-z0-9]+$')
@@ -35,15 +51,23 @@ BEGIN
         RETURN;
     END IF;
     matching := pg_catalog.to_tsquery('english'::regconfig, pg_catalog.array_to_string(words, ' | '));  -- parsed
-    -- once: a parameter, not per row
+    -- once: a parameter, not per row; and every lexeme of the words, OR-ed, in the project's entries of the index
+    in_project := (SELECT pg_catalog.string_agg(pg_catalog.quote_literal(
+                              match_project OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) lexeme), ' | ')
+                   FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(
+                       pg_catalog.to_tsvector('english'::regconfig, pg_catalog.array_to_string(words, ' ')))) AS lexeme
+                  )::pg_catalog.tsquery;
+    IF in_project IS NULL THEN  -- stop words only
+        RETURN;
+    END IF;
     RETURN QUERY EXECUTE
         'SELECT u.id, u.project, u.number, u.type, u.kind, u.status, u.private_to, u.valid_from, u.valid_until,
                 u.expired_at, u.paths, pg_catalog.ts_rank(u.tsv, $2), u.tsv
          FROM public.memory_units u
-         WHERE u.project = $1 AND u.tsv @@ $2
+         WHERE public.memory_project_lexemes(u.project, u.tsv) @@ $5 AND u.project = $1 AND u.tsv @@ $2
            AND (u.private_to IS NULL OR $3 = ANY (u.private_to) OR $4)'  -- read_scope: a private unit's audience
         USING match_project, matching, public.memory_persona(),
-              coalesce(match_project = ANY (public.memory_scope('forget')), false);
+              coalesce(match_project = ANY (public.memory_scope('forget')), false), in_project;
 END $$;
 REVOKE ALL ON FUNCTION memory_text_matches(text, text[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION memory_text_matches(text, text[]) TO memory_app;

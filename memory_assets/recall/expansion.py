@@ -48,8 +48,7 @@ def feedback(conn: psycopg.Connection[Any], params: dict[str, Any], model_key: s
     """The hits' text, personas and vectors, and their salient lexemes by (hits holding it) x IDF, best first; both
     statements in one round trip when the connection is in pipeline mode, the terms' planned as the request's
     candidates were (`planned`: the project's own statement, under the plan mode the request set for it)."""
-    statement = {**params, "ids": ids, "model": model_key, "units": units,
-                 "text_index_min": V.TEXT_INDEX_MIN_PROJECT_UNITS}
+    statement = {**params, "ids": ids, "model": model_key}
     with tracing.span("memory.recall.feedback") as span, conn.cursor(row_factory=dict_row) as docs_cursor:
         docs_cursor.execute(named_query("recall/feedback_docs"), statement, prepare=True)
         terms = named_query("recall/feedback_terms")

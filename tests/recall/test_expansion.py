@@ -86,31 +86,24 @@ def test_prf_adds_the_top_hits_salient_terms_and_moves_the_query_vector(mem, con
     assert float(moved @ centroid) > float(vector @ centroid)
 
 
-def test_feedback_offers_only_lexemes_the_round_finds_as_themselves_counted_alike_by_either_read(mem, conn,
-                                                                                                monkeypatch):
+def test_feedback_offers_only_lexemes_the_round_finds_as_themselves(mem, conn):
     """The round's query stems its words, so a stored lexeme that stems again to another ("revision" is stored as
     revis, which stems to revi; "cheese" as chees, to chee) would look for other units or none: such lexemes are not
-    offered. Each term's document frequency is the same whether counted by the project's key or, from
-    TEXT_INDEX_MIN_PROJECT_UNITS units, through the owner's GIN match (sql/027)."""
+    offered."""
     for i in range(3):
         mem.remember(project="acme", kind="note", type="semantic", title=f"Kettle {i}",
                      body=f"The kettle revision {i} lists cheese and citric acid.")
     for topic in ("pantry", "cellar"):
         mem.remember(project="acme", kind="note", type="semantic", title=f"The {topic}",
                      body=f"The {topic} revision keeps cheese, citric acid and salt.")
-    salient = {}
     with authz.scoped(conn, authz.Actor.reader("acme")):
         ids = [str(r[0]) for r in conn.execute("SELECT id FROM memory_units WHERE title LIKE 'Kettle%'")]
         lexemes = {r[0] for r in conn.execute(
             "SELECT unnest(tsvector_to_array(tsv)) FROM memory_units WHERE title LIKE 'Kettle%'")}
-        for text_index_min in (0, 10**9):
-            monkeypatch.setattr(V, "TEXT_INDEX_MIN_PROJECT_UNITS", text_index_min)
-            params = {"project": "acme", "reader": None, "tsquery": "kettle"}
-            salient[text_index_min] = expansion.feedback(conn, params, V.DEFAULT_SERVING_MODEL, ids, units=5,
-                                                         planned=False).salient
+        params = {"project": "acme", "reader": None, "tsquery": "kettle"}
+        salient = expansion.feedback(conn, params, V.DEFAULT_SERVING_MODEL, ids, units=5, planned=False).salient
     assert {"revis", "chees"} <= lexemes  # in every hit and in two more units: they would rank first
-    assert salient[0] == salient[10**9] == ["list", "acid", "citric"]  # list: only in the hits
-    assert "revis" not in salient[0] and "chees" not in salient[0]
+    assert salient == ["list", "acid", "citric"]  # list: only in the hits
 
 
 def test_entities_are_names_inside_sentences_and_unnamed_personas():
