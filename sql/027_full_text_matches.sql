@@ -16,18 +16,34 @@
 -- (so CREATE there is revoked too).
 -- Planned for every call (EXECUTE): a plan made for any project guesses it small and reads it by its key.
 -- (026 is retired: a store that applied the withdrawn leakproof mark gets the catalog's default back below.)
--- The index it reads: each unit's lexemes prefixed with its project ('acme/kettl'), so a word's entry holds one
--- project's units only. On the plain index of tsv (which no reader's plan could use: it is dropped) a word held by
--- 30,000 units of another project made a reader's request 1.2 -> 6 ms (each of them fetched, then filtered out): how
--- often a word occurs where the reader may not look showed in its timing (the second attacker's review). The entries
--- carry no positions or weights: they only find the units, which are matched again on tsv itself.
-CREATE OR REPLACE FUNCTION memory_project_lexemes(project text, tsv tsvector) RETURNS tsvector
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS
+-- The index it reads: each unit's lexemes under its project and audience, so a word's entry holds only units one
+-- kind of reader may see: a shared unit's 'acme/kettl'; a private unit's 'acme/@ kettl' (its project's operators)
+-- and 'acme/@ana kettl' for each persona of private_to (a space ends the persona: no lexeme holds one, and no
+-- project a '/'). On the plain index of tsv (which no reader's plan could use: it is dropped) a word held by 30,000
+-- units of another project made a reader's request 1.2 -> 6 ms (each of them fetched, then filtered out): how often
+-- a word occurs where the reader may not look showed in its timing (the second attacker's review). The entries carry
+-- no positions or weights: they only find the units, which are matched again on tsv itself.
+CREATE OR REPLACE FUNCTION memory_private_entries(project text, private_to text[], tsv tsvector) RETURNS tsvector
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
 $$ SELECT pg_catalog.array_to_tsvector(ARRAY(
-       SELECT project OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) lexeme
-       FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(tsv)) AS lexeme)) $$;
-CREATE INDEX IF NOT EXISTS memory_units_project_lexemes ON memory_units
-    USING gin (public.memory_project_lexemes(project, tsv));
+       SELECT audience OPERATOR(pg_catalog.||) lexeme
+       FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(tsv)) AS lexeme,
+            pg_catalog.unnest(ARRAY[project OPERATOR(pg_catalog.||) '/@ '] OPERATOR(pg_catalog.||) ARRAY(
+                SELECT project OPERATOR(pg_catalog.||) '/@' OPERATOR(pg_catalog.||) persona OPERATOR(pg_catalog.||) ' '
+                FROM pg_catalog.unnest(private_to) AS persona)) AS audience)) $$;
+-- One expression, so the planner inlines it into the index's (a function whose body holds a subquery is planned
+-- anew for each write: remember() 0.94x); a shared unit's lexemes hold no space, so a space joins and parts them.
+CREATE OR REPLACE FUNCTION memory_unit_entries(project text, private_to text[], tsv tsvector) RETURNS tsvector
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+$$ SELECT CASE WHEN private_to IS NOT NULL THEN public.memory_private_entries(project, private_to, tsv)
+               WHEN pg_catalog.length(tsv) = 0 THEN tsv
+               ELSE pg_catalog.array_to_tsvector(pg_catalog.string_to_array(
+                   project OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) pg_catalog.array_to_string(
+                       pg_catalog.tsvector_to_array(tsv),
+                       ' ' OPERATOR(pg_catalog.||) project OPERATOR(pg_catalog.||) '/'),
+                   ' ')) END $$;
+CREATE INDEX IF NOT EXISTS memory_units_entries ON memory_units
+    USING gin (public.memory_unit_entries(project, private_to, tsv));
 DROP INDEX IF EXISTS memory_units_tsv;
 
 CREATE OR REPLACE FUNCTION memory_text_matches(match_project text, words text[])
@@ -38,7 +54,10 @@ CREATE OR REPLACE FUNCTION memory_text_matches(match_project text, words text[])
     ROWS 200 AS $$
 DECLARE
     matching pg_catalog.tsquery;
-    in_project pg_catalog.tsquery;
+    reader_persona text := public.memory_persona();
+    project_operator boolean := coalesce(match_project = ANY (public.memory_scope('forget')), false);
+    audiences text[];
+    visible pg_catalog.tsquery;
 BEGIN
     IF words IS NULL OR pg_catalog.cardinality(words) > 64
        OR EXISTS (SELECT 1 FROM pg_catalog.unnest(words) AS w(word) WHERE w.word IS NULL OR w.word !~ '^[a-z0-9]+$')
@@ -51,23 +70,26 @@ BEGIN
         RETURN;
     END IF;
     matching := pg_catalog.to_tsquery('english'::regconfig, pg_catalog.array_to_string(words, ' | '));  -- parsed
-    -- once: a parameter, not per row; and every lexeme of the words, OR-ed, in the project's entries of the index
-    in_project := (SELECT pg_catalog.string_agg(pg_catalog.quote_literal(
-                              match_project OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) lexeme), ' | ')
-                   FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(
-                       pg_catalog.to_tsvector('english'::regconfig, pg_catalog.array_to_string(words, ' ')))) AS lexeme
-                  )::pg_catalog.tsquery;
-    IF in_project IS NULL THEN  -- stop words only
+    -- once: a parameter, not per row; and every lexeme of the words, OR-ed, in the entries this reader may see
+    audiences := ARRAY[match_project OPERATOR(pg_catalog.||) '/'] OPERATOR(pg_catalog.||) CASE
+        WHEN project_operator THEN ARRAY[match_project OPERATOR(pg_catalog.||) '/@ ']
+        WHEN reader_persona IS NOT NULL THEN ARRAY[match_project OPERATOR(pg_catalog.||) '/@'
+                                                   OPERATOR(pg_catalog.||) reader_persona OPERATOR(pg_catalog.||) ' ']
+        ELSE '{}'::text[] END;
+    visible := (SELECT pg_catalog.string_agg(pg_catalog.quote_literal(audience OPERATOR(pg_catalog.||) lexeme), ' | ')
+                FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(
+                    pg_catalog.to_tsvector('english'::regconfig, pg_catalog.array_to_string(words, ' ')))) AS lexeme,
+                     pg_catalog.unnest(audiences) AS audience)::pg_catalog.tsquery;
+    IF visible IS NULL THEN  -- stop words only
         RETURN;
     END IF;
     RETURN QUERY EXECUTE
         'SELECT u.id, u.project, u.number, u.type, u.kind, u.status, u.private_to, u.valid_from, u.valid_until,
                 u.expired_at, u.paths, pg_catalog.ts_rank(u.tsv, $2), u.tsv
          FROM public.memory_units u
-         WHERE public.memory_project_lexemes(u.project, u.tsv) @@ $5 AND u.project = $1 AND u.tsv @@ $2
+         WHERE public.memory_unit_entries(u.project, u.private_to, u.tsv) @@ $5 AND u.project = $1 AND u.tsv @@ $2
            AND (u.private_to IS NULL OR $3 = ANY (u.private_to) OR $4)'  -- read_scope: a private unit's audience
-        USING match_project, matching, public.memory_persona(),
-              coalesce(match_project = ANY (public.memory_scope('forget')), false), in_project;
+        USING match_project, matching, reader_persona, project_operator, visible;
 END $$;
 REVOKE ALL ON FUNCTION memory_text_matches(text, text[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION memory_text_matches(text, text[]) TO memory_app;

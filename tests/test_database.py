@@ -239,7 +239,7 @@ def test_a_refresh_merges_the_full_text_indexs_pending_entries(analysed_by_refre
     gin_clean_pending_list merged them (0.06 ms). The refresh after a bulk write merges them (after its ANALYZE has
     committed); without one they stay pending."""
     conn = analysed_by_refreshes_only
-    pending = "SELECT gin_clean_pending_list('memory_units_project_lexemes')"
+    pending = "SELECT gin_clean_pending_list('memory_units_entries')"
     capture.remember_many(conn, service_facts(300))
     assert database.refresh_statistics(conn, V.UNITS_TABLE)
     assert conn.execute(pending).fetchone()[0] == 0  # nothing left to merge

@@ -644,7 +644,7 @@ def test_the_full_text_leg_reads_the_gin_index_from_its_threshold_with_the_same_
     full_text_store(mem)
     mem.remember_many(service_facts(1000))
     database.refresh_statistics(conn, V.UNITS_TABLE)
-    index_scans = "SELECT pg_stat_get_xact_numscans('memory_units_project_lexemes'::regclass)"
+    index_scans = "SELECT pg_stat_get_xact_numscans('memory_units_entries'::regclass)"
     hits = {}
     for indexed in (True, False):
         monkeypatch.setattr(V, "TEXT_INDEX_MIN_PROJECT_UNITS", 0 if indexed else 10**9)
@@ -672,26 +672,56 @@ def test_the_full_text_leg_reads_the_gin_index_from_its_threshold_with_the_same_
     assert hits[True, "another project's reader", "kettle rota"]  # its own project's kettle
 
 
-def test_the_full_text_match_fetches_no_unit_of_another_project_whatever_words_they_hold(mem, conn):
-    """The owner's match reads an index of each unit's lexemes prefixed with its project, so a word's entry holds one
-    project's units: on the plain index of tsv a word held by 30,000 units of another project made a reader's request
-    1.2 -> 6 ms (each of them fetched, then filtered out), a timing that told how often a word occurs where the reader
-    may not look (an attacker's review of sql/027). Heap fetches are counted, not timed."""
+def test_the_full_text_match_fetches_no_unit_its_reader_may_not_see_whatever_words_they_hold(mem, conn, monkeypatch):
+    """The owner's match reads an index of each unit's lexemes under its project and audience, so a word's entries
+    hold only units one kind of reader may see: on the plain index of tsv a word held by 30,000 units of another
+    project made a reader's request 1.2 -> 6 ms (each of them fetched, then filtered out), a timing that told how
+    often a word occurs where the reader may not look (an attacker's review of sql/027); another persona's private
+    units were fetched likewise. Heap fetches are counted, not timed."""
+    monkeypatch.setenv(V.OPERATORS_ENV, "ops")
     mem.remember_many(service_facts(1000))
     mem.remember_many([gates.validate(project="other", kind="note", type="semantic", title=f"Hidden {i}",
                                       body=f"The zqhidden plan {i} of the other team.", feed="test", task_id=f"H-{i}")
                        for i in range(300)])
     note(mem, "acme", "Kettle", "The kettle is descaled monthly.")
+    for persona in ("ana", "bo"):
+        note(mem, "acme", f"Diary of {persona}", f"The zqdiary of {persona}.", visibility=V.VISIBILITY_PRIVATE,
+             persona=persona)
     database.refresh_statistics(conn, V.UNITS_TABLE)
     fetched = "SELECT pg_stat_get_xact_tuples_fetched('memory_units'::regclass)"
     found = {}
-    with authz.scoped(conn, authz.Actor.reader("acme")):
-        conn.execute("SET LOCAL enable_seqscan = off")  # as at scale: the index, not a scan of a few pages
-        for word in ("zqhidden", "kettle", "zqnowhere"):
-            before = conn.execute(fetched).fetchone()[0]
-            rows = conn.execute("SELECT count(*) FROM memory_text_matches('acme', %s)", ([word],)).fetchone()[0]
-            found[word] = (rows, conn.execute(fetched).fetchone()[0] - before)
-    assert found == {"zqhidden": (0, 0), "kettle": (1, 1), "zqnowhere": (0, 0)}
+    for label, actor in (("no persona", authz.Actor.reader("acme")), ("ana", authz.Actor.reader("acme", "ana")),
+                         ("cy", authz.Actor.reader("acme", "cy")), ("operator", authz.Actor.operator("acme", "ops"))):
+        with authz.scoped(conn, actor):
+            conn.execute("SET LOCAL enable_seqscan = off")  # as at scale: the index, not a scan of a few pages
+            for word in ("zqhidden", "kettle", "zqnowhere", "zqdiary"):
+                before = conn.execute(fetched).fetchone()[0]
+                rows = conn.execute("SELECT count(*) FROM memory_text_matches('acme', %s)", ([word],)).fetchone()[0]
+                found[label, word] = (rows, conn.execute(fetched).fetchone()[0] - before)
+    for label in ("no persona", "ana", "cy", "operator"):
+        assert found[label, "zqhidden"] == found[label, "zqnowhere"] == (0, 0), label
+        assert found[label, "kettle"] == (1, 1), label
+    assert [found[label, "zqdiary"] for label in ("no persona", "ana", "cy", "operator")] == [
+        (0, 0), (1, 1), (0, 0), (2, 2)]
+
+
+def test_a_private_unit_shared_later_is_found_under_its_new_audience(mem, conn):
+    """The owner's index files a unit's words under its audience (sql/027): when a project-visible source joins a
+    private unit, the unit's entries move with its private_to, so a reader naming no persona finds it at once."""
+    mem.remember_many(service_facts(1000))  # the index, not the project's key, finds a rare word
+    fact = dict(project="acme", kind="note", type="semantic", title="Kettle", body="The zqkettle is descaled monthly.")
+    mem.remember(**fact, visibility=V.VISIBILITY_PRIVATE, persona="ana", task_id="T-ana")
+    database.refresh_statistics(conn, V.UNITS_TABLE)
+    query = "SELECT count(*) FROM memory_text_matches('acme', ARRAY['zqkettle'])"
+    scans = "SELECT pg_stat_get_xact_numscans('memory_units_entries'::regclass)"
+    counts = []
+    for _ in range(2):
+        with authz.scoped(conn, authz.Actor.reader("acme")):
+            conn.execute("SET LOCAL enable_seqscan = off")
+            before = conn.execute(scans).fetchone()[0]
+            counts.append((conn.execute(query).fetchone()[0], conn.execute(scans).fetchone()[0] > before))
+        mem.remember(**fact, persona="bo", task_id="T-bo")  # the same fact, shared
+    assert counts == [(0, True), (1, True)]
 
 
 def test_a_feedback_round_of_a_longest_query_matches_through_the_index(mem, conn, monkeypatch):
