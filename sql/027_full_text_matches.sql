@@ -30,7 +30,8 @@ $$ SELECT pg_catalog.array_to_tsvector(ARRAY(
        FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(tsv)) AS lexeme,
             pg_catalog.unnest(ARRAY[project OPERATOR(pg_catalog.||) '/@ '] OPERATOR(pg_catalog.||) ARRAY(
                 SELECT project OPERATOR(pg_catalog.||) '/@' OPERATOR(pg_catalog.||) persona OPERATOR(pg_catalog.||) ' '
-                FROM pg_catalog.unnest(private_to) AS persona)) AS audience)) $$;
+                FROM pg_catalog.unnest(private_to) AS persona
+                WHERE persona IS NOT NULL)) AS audience)) $$;  -- as the policy: a NULL persona is no reader
 -- One expression, so the planner inlines it into the index's (a function whose body holds a subquery is planned
 -- anew for each write: remember() 0.94x); a shared unit's lexemes hold no space, so a space joins and parts them.
 CREATE OR REPLACE FUNCTION memory_unit_entries(project text, private_to text[], tsv tsvector) RETURNS tsvector

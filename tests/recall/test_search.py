@@ -724,6 +724,19 @@ def test_a_private_unit_shared_later_is_found_under_its_new_audience(mem, conn):
     assert counts == [(0, True), (1, True)]
 
 
+def test_a_private_audience_holding_no_persona_is_no_reader_and_no_error(mem, conn):
+    """The owner's index files a private unit's words under each persona of private_to: a NULL there (which no write
+    path makes) must neither fail the write (array_to_tsvector refuses NULL lexemes) nor open the unit to anyone the
+    policy would not show it to."""
+    unit = note(mem, "acme", "Kettle", "The zqkettle is descaled monthly.", visibility=V.VISIBILITY_PRIVATE,
+                persona="ana")
+    conn.execute("UPDATE memory_units SET private_to = ARRAY['ana', NULL] WHERE id = %s", (unit.unit_id,))
+    for persona, seen in ((None, 0), ("ana", 1), ("bo", 0)):
+        with authz.scoped(conn, authz.Actor.reader("acme", persona)):
+            assert conn.execute("SELECT count(*) FROM memory_text_matches('acme', ARRAY['zqkettle'])"
+                                ).fetchone()[0] == seen, persona
+
+
 def test_a_feedback_round_of_a_longest_query_matches_through_the_index(mem, conn, monkeypatch):
     """Pseudo-relevance feedback adds up to PRF_TERMS words to a query's RECALL_MAX_QUERY_TERMS: the owner's GIN
     match took 32 at first, and such a request failed on every project from TEXT_INDEX_MIN_PROJECT_UNITS units (an
