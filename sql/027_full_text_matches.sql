@@ -15,7 +15,6 @@
 -- a public.cardinality(text[]) would be a closer match than pg_catalog's cardinality(anyarray) and run as the owner
 -- (so CREATE there is revoked too).
 -- Planned for every call (EXECUTE): a plan made for any project guesses it small and reads it by its key.
--- (026 is retired: a store that applied the withdrawn leakproof mark gets the catalog's default back below.)
 -- The index it reads: each unit's lexemes under its project and audience, so a word's entry holds only units one
 -- kind of reader may see: a shared unit's 'acme/kettl'; a private unit's 'acme/@ kettl' (its project's operators)
 -- and 'acme/@ana kettl' for each persona of private_to (a space ends the persona: no lexeme holds one, and no
@@ -99,19 +98,6 @@ GRANT EXECUTE ON FUNCTION memory_text_matches(text, text[]) TO memory_app;
 -- through PUBLIC, as before)
 GRANT CREATE ON SCHEMA public TO CURRENT_USER;
 REVOKE CREATE ON SCHEMA public FROM PUBLIC;
-
-DO $$
-BEGIN
-    IF (SELECT proleakproof FROM pg_proc WHERE oid = 'pg_catalog.ts_match_vq(tsvector, tsquery)'::regprocedure) THEN
-        IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
-            ALTER FUNCTION pg_catalog.ts_match_vq(tsvector, tsquery) NOT LEAKPROOF;
-        ELSE
-            RAISE WARNING 'memory-assets: ts_match_vq (tsvector @@ tsquery) is marked leakproof, which lets a deep '
-                          'query tell hidden rows apart; a superuser should run ALTER FUNCTION '
-                          'pg_catalog.ts_match_vq(tsvector, tsquery) NOT LEAKPROOF';
-        END IF;
-    END IF;
-END $$;
 
 -- Every SECURITY DEFINER function of the schema (the triggers that write the journal, the marks, the canon's
 -- version, the vectors' deletion) searches pg_catalog, then public, then the session's temporary schema: with
