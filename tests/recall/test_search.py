@@ -582,6 +582,21 @@ FULL_TEXT_READERS = {
 }
 
 
+def text_matches(conn, project: str, words: list[str] | None) -> int:
+    """How many units memory_text_matches gives the transaction's reader."""
+    return conn.execute("SELECT count(*) FROM memory_text_matches(%s, %s::text[])", (project, words)).fetchone()[0]
+
+
+def entries_scans(conn) -> int:
+    """The transaction's scans of the owner's full-text index so far (it may be nested: take differences)."""
+    return conn.execute("SELECT pg_stat_get_xact_numscans('memory_units_entries'::regclass)").fetchone()[0]
+
+
+def units_fetched(conn) -> int:
+    """The transaction's heap fetches of memory_units by index scans so far."""
+    return conn.execute("SELECT pg_stat_get_xact_tuples_fetched('memory_units'::regclass)").fetchone()[0]
+
+
 def test_the_full_text_match_returns_row_for_row_what_the_read_policy_shows_each_reader(mem, conn):
     """memory_text_matches (sql/027) runs as the owner so that the GIN index serves a reader's full-text leg, and so
     applies memory_app's read_scope policy itself: for every kind of reader, project and query it returns exactly
@@ -615,11 +630,10 @@ def test_the_full_text_match_takes_only_plain_words(mem, conn, words):
     assert max(V.RECALL_MAX_QUERY_TERMS + V.PRF_TERMS, V.SECOND_ROUND_TERMS) <= V.TEXT_MATCH_MAX_WORDS
     note(mem, "acme", "Kettle", "The kettle is descaled monthly.")
     with authz.scoped(conn, authz.Actor.reader("acme")):
-        assert conn.execute("SELECT count(*) FROM memory_text_matches('acme', %s)",
-                            (["kettle"] * V.TEXT_MATCH_MAX_WORDS,)).fetchone()[0] == 1
+        assert text_matches(conn, "acme", ["kettle"] * V.TEXT_MATCH_MAX_WORDS) == 1
     with pytest.raises(psycopg.errors.InvalidParameterValue, match=f"at most {V.TEXT_MATCH_MAX_WORDS}"), \
             authz.scoped(conn, authz.Actor.reader("acme")):
-        conn.execute("SELECT count(*) FROM memory_text_matches('acme', %s::text[])", (words,))
+        text_matches(conn, "acme", words)
 
 
 def test_only_the_applications_role_may_run_the_full_text_match(mem, conn):
@@ -632,7 +646,7 @@ def test_only_the_applications_role_may_run_the_full_text_match(mem, conn):
             with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
                 conn.execute(f"SET LOCAL ROLE {role}")
                 conn.execute("SELECT set_config('memory.read', 'acme', true)")
-                conn.execute("SELECT count(*) FROM memory_text_matches('acme', ARRAY['kettle'])")
+                text_matches(conn, "acme", ["kettle"])
     finally:
         conn.execute("DROP ROLE memory_test_stranger")
 
@@ -644,7 +658,6 @@ def test_the_full_text_leg_reads_the_gin_index_from_its_threshold_with_the_same_
     full_text_store(mem)
     mem.remember_many(service_facts(1000))
     database.refresh_statistics(conn, V.UNITS_TABLE)
-    index_scans = "SELECT pg_stat_get_xact_numscans('memory_units_entries'::regclass)"
     hits = {}
     for indexed in (True, False):
         monkeypatch.setattr(V, "TEXT_INDEX_MIN_PROJECT_UNITS", 0 if indexed else 10**9)
@@ -656,9 +669,9 @@ def test_the_full_text_leg_reads_the_gin_index_from_its_threshold_with_the_same_
                 with authz.scoped(conn, actor):
                     conn.execute("SET LOCAL enable_seqscan = off")  # the units fit in a few pages: at scale the
                     # choice is between the project's key (every unit read and matched) and the index of the terms
-                    before = conn.execute(index_scans).fetchone()[0]  # the transaction's count (it may be nested)
+                    before = entries_scans(conn)
                     found = candidates(conn, params, T1, None, True)
-                    scans = conn.execute(index_scans).fetchone()[0] - before
+                    scans = entries_scans(conn) - before
                 if not indexed or not actor.read:  # the policy's plan never reads the index; no scope, no read
                     assert scans == 0, (indexed, label, query, scans)
                 elif query == "kettle rota" and project == "acme":  # a few of its 1,005 units (the other words are in
@@ -688,16 +701,15 @@ def test_the_full_text_match_fetches_no_unit_its_reader_may_not_see_whatever_wor
         note(mem, "acme", f"Diary of {persona}", f"The zqdiary of {persona}.", visibility=V.VISIBILITY_PRIVATE,
              persona=persona)
     database.refresh_statistics(conn, V.UNITS_TABLE)
-    fetched = "SELECT pg_stat_get_xact_tuples_fetched('memory_units'::regclass)"
     found = {}
     for label, actor in (("no persona", authz.Actor.reader("acme")), ("ana", authz.Actor.reader("acme", "ana")),
                          ("cy", authz.Actor.reader("acme", "cy")), ("operator", authz.Actor.operator("acme", "ops"))):
         with authz.scoped(conn, actor):
             conn.execute("SET LOCAL enable_seqscan = off")  # as at scale: the index, not a scan of a few pages
             for word in ("zqhidden", "kettle", "zqnowhere", "zqdiary"):
-                before = conn.execute(fetched).fetchone()[0]
-                rows = conn.execute("SELECT count(*) FROM memory_text_matches('acme', %s)", ([word],)).fetchone()[0]
-                found[label, word] = (rows, conn.execute(fetched).fetchone()[0] - before)
+                before = units_fetched(conn)
+                rows = text_matches(conn, "acme", [word])
+                found[label, word] = (rows, units_fetched(conn) - before)
     for label in ("no persona", "ana", "cy", "operator"):
         assert found[label, "zqhidden"] == found[label, "zqnowhere"] == (0, 0), label
         assert found[label, "kettle"] == (1, 1), label
@@ -712,14 +724,12 @@ def test_a_private_unit_shared_later_is_found_under_its_new_audience(mem, conn):
     fact = dict(project="acme", kind="note", type="semantic", title="Kettle", body="The zqkettle is descaled monthly.")
     mem.remember(**fact, visibility=V.VISIBILITY_PRIVATE, persona="ana", task_id="T-ana")
     database.refresh_statistics(conn, V.UNITS_TABLE)
-    query = "SELECT count(*) FROM memory_text_matches('acme', ARRAY['zqkettle'])"
-    scans = "SELECT pg_stat_get_xact_numscans('memory_units_entries'::regclass)"
     counts = []
     for _ in range(2):
         with authz.scoped(conn, authz.Actor.reader("acme")):
             conn.execute("SET LOCAL enable_seqscan = off")
-            before = conn.execute(scans).fetchone()[0]
-            counts.append((conn.execute(query).fetchone()[0], conn.execute(scans).fetchone()[0] > before))
+            before = entries_scans(conn)
+            counts.append((text_matches(conn, "acme", ["zqkettle"]), entries_scans(conn) > before))
         mem.remember(**fact, persona="bo", task_id="T-bo")  # the same fact, shared
     assert counts == [(0, True), (1, True)]
 
@@ -733,8 +743,7 @@ def test_a_private_audience_holding_no_persona_is_no_reader_and_no_error(mem, co
     conn.execute("UPDATE memory_units SET private_to = ARRAY['ana', NULL] WHERE id = %s", (unit.unit_id,))
     for persona, seen in ((None, 0), ("ana", 1), ("bo", 0)):
         with authz.scoped(conn, authz.Actor.reader("acme", persona)):
-            assert conn.execute("SELECT count(*) FROM memory_text_matches('acme', ARRAY['zqkettle'])"
-                                ).fetchone()[0] == seen, persona
+            assert text_matches(conn, "acme", ["zqkettle"]) == seen, persona
 
 
 def test_a_feedback_round_of_a_longest_query_matches_through_the_index(mem, conn, monkeypatch):
