@@ -84,9 +84,46 @@ def embedded_server(home: str | os.PathLike[str] | None = None) -> Any:
         revive(server)
     else:
         server.global_process_id_list = LiveHolders(server.global_process_id_list.path)
+        with server._lock:  # initdb first, so the settings are in place when the postmaster starts
+            server.ensure_pgdata_inited()
+            write_embedded_settings(pgdata)
         server.start()  # its first read of the list drops the pids of dead holders
     _EMBEDDED[str(server.get_uri())] = server
     return server
+
+
+def machine_memory_bytes() -> int:
+    """The memory this process may use: the machine's, or its cgroup's limit where that is lower (a container)."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        with contextlib.suppress(OSError, ValueError):
+            total = min(total, int(Path(limit_file).read_text().strip()))  # "max": no limit (ValueError)
+    return total
+
+
+def embedded_settings(memory_bytes: int) -> dict[str, str]:
+    """The embedded server's settings for a machine with this much memory (V.EMBEDDED_SHARED_BUFFERS_*)."""
+    share = int(memory_bytes * V.EMBEDDED_SHARED_BUFFERS_SHARE) // 2**20
+    megabytes = min(max(share, V.EMBEDDED_SHARED_BUFFERS_MIN_MB), V.EMBEDDED_SHARED_BUFFERS_MAX_MB)
+    return {"shared_buffers": f"{megabytes}MB"}
+
+
+def write_embedded_settings(pgdata: Path) -> None:
+    """Write this package's settings of the embedded server into its data folder, included from postgresql.conf:
+    they apply from the server's next start (a running server keeps its own until it restarts)."""
+    settings = pgdata / V.EMBEDDED_SETTINGS_FILE
+    partial = settings.with_name(f"{settings.name}.{os.getpid()}.tmp")
+    partial.write_text("".join(f"{name} = '{value}'\n"
+                               for name, value in embedded_settings(machine_memory_bytes()).items()))
+    owner = pgdata.stat()
+    if os.geteuid() == 0:  # pgserver runs PostgreSQL as its own OS user, who owns the folder
+        os.chown(partial, owner.st_uid, owner.st_gid)
+    os.replace(partial, settings)
+    conf = pgdata / "postgresql.conf"
+    include = f"include_if_exists = '{V.EMBEDDED_SETTINGS_FILE}'"
+    if include not in conf.read_text().splitlines():
+        with conf.open("a") as handle:
+            handle.write(f"\n# this package's settings of the embedded server (memory_assets.database)\n{include}\n")
 
 
 # The embedded servers this process holds, by URL: a pool on one of them restarts it when it finds it dead.

@@ -180,6 +180,14 @@ TRACE_INTERFACES = ("api", "cli", "mcp", "dagster")  # who set tracing up: the r
 HOME_ENV = "MEMORY_ASSETS_HOME"
 DATABASE_URL_ENV = "DATABASE_URL"
 DEFAULT_HOME_DIRNAME = ".memory_assets"
+# The embedded server's own settings, written to this file of its data folder (included from postgresql.conf) each
+# time this package starts it: its page cache (shared_buffers) is this share of the memory the machine or its cgroup
+# gives, between the bounds, instead of PostgreSQL's 128 MB, which held a third of a 100,000-unit project's vectors
+# and HNSW graph (~4 kB a unit), so a walk read most of its pages from the OS (docs/scaling.md item 13)
+EMBEDDED_SETTINGS_FILE = "memory_assets.conf"
+EMBEDDED_SHARED_BUFFERS_SHARE = 0.25
+EMBEDDED_SHARED_BUFFERS_MIN_MB = 128
+EMBEDDED_SHARED_BUFFERS_MAX_MB = 8192
 DAGSTER_DATABASE = "dagster"
 # `make dev`'s dagster.yaml reads Dagster's storage URL from this variable (set for its processes, never on disk)
 DAGSTER_STORAGE_URL_ENV = "MEMORY_ASSETS_DAGSTER_STORAGE_URL"

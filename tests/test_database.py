@@ -155,6 +155,38 @@ def test_the_holder_list_drops_the_pids_of_dead_holders(tmp_path):
     assert holders.get_and_add(os.getpid()) == [] and json.loads(path.read_text()) == [os.getpid()]
 
 
+@pytest.mark.parametrize(("memory", "shared_buffers"), [(2 * 2**30, "512MB"), (256 * 2**20, "128MB"),
+                                                    (64 * 2**30, "8192MB")])
+def test_the_embedded_servers_page_cache_is_a_share_of_the_memory_within_bounds(memory, shared_buffers):
+    """PostgreSQL's 128 MB held a third of a 100,000-unit project's vectors and graph: the embedded server takes a
+    quarter of the machine's memory, at least the default and at most 8 GB."""
+    assert database.embedded_settings(memory) == {"shared_buffers": shared_buffers}
+
+
+def test_the_embedded_settings_are_included_once_and_rewritten_at_each_start(tmp_path, monkeypatch):
+    """Each start rewrites the settings file for the memory it finds; postgresql.conf includes it once."""
+    (tmp_path / "postgresql.conf").write_text("shared_buffers = 128MB\n")
+    for memory, expected in ((2 * 2**30, "512MB"), (4 * 2**30, "1024MB")):
+        monkeypatch.setattr(database, "machine_memory_bytes", lambda memory=memory: memory)
+        database.write_embedded_settings(tmp_path)
+        assert (tmp_path / V.EMBEDDED_SETTINGS_FILE).read_text() == f"shared_buffers = '{expected}'\n"
+    included = (tmp_path / "postgresql.conf").read_text().splitlines()
+    assert included.count(f"include_if_exists = '{V.EMBEDDED_SETTINGS_FILE}'") == 1
+    assert included[0] == "shared_buffers = 128MB"  # after the default: the included file's value wins
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memory_assets.conf", "postgresql.conf"]  # no partial
+
+
+def test_the_embedded_server_runs_with_the_packages_settings(database_url):
+    """The session's embedded server was started through embedded_server, which wrote its settings first."""
+    if os.environ.get("DATABASE_URL"):
+        pytest.skip("an external server keeps its own settings")
+    with psycopg.connect(database_url) as conn:
+        megabytes, source = conn.execute("SELECT setting::bigint * 8192 / 2^20, sourcefile FROM pg_settings"
+                                         " WHERE name = 'shared_buffers'").fetchone()
+    assert database.embedded_settings(database.machine_memory_bytes()) == {"shared_buffers": f"{megabytes:.0f}MB"}
+    assert source.endswith(V.EMBEDDED_SETTINGS_FILE)
+
+
 def test_the_lock_files_of_a_crashed_postmaster_are_found(tmp_path):
     """Both lock files name the dead postmaster's pid; a restart removes them or PostgreSQL refuses to start."""
     (tmp_path / "postmaster.pid").write_text(f"4242\n{tmp_path}\n1700000000\n5432\n{tmp_path}\n\n  1 2\nready\n")

@@ -121,6 +121,8 @@ def test_compose_validates_with_the_example_variables(resolved):
     services = resolved["services"]
     assert set(services) == {"postgres", "migrate", "user_code", "webserver", "daemon"}
     assert services["postgres"]["image"] == "pgvector/pgvector:pg16"
+    assert services["postgres"]["command"] == ["postgres", "-c",
+                                               f"shared_buffers={env_example()['POSTGRES_SHARED_BUFFERS']}"]
     code_server = ["dagster", "code-server", "start", "-m", "memory_assets.definitions"]
     assert services["user_code"]["command"][:5] == code_server
     for name in WORKSPACE_SERVICES:
