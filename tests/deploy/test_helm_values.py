@@ -25,6 +25,7 @@ DOCKER_ONLY = {
     "DOCKER_GID": "the group of the Docker socket; the K8sRunLauncher talks to the Kubernetes API",
     "DAGSTER_WEBSERVER_PORT": "a host port; the chart's Service exposes the webserver",
     "POSTGRES_PUBLISHED_PORT": "a host port; the ledger's Service is reached inside the cluster",
+    "POSTGRES_SHARED_BUFFERS": "compose's PostgreSQL's page cache; the ledger's server is not part of the chart",
 }
 # .env.example's variables the chart takes as values rather than from the environment, and where
 CHART_FIELDS = {
