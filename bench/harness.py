@@ -182,11 +182,14 @@ GOALS = (
          "bounded pools, gates off the readers' path, no lock across model calls (item 4)"),
     Goal("HNSW recall@10 vs exact at 1M units", "recall", ("sizes", "1000000", "recall_at_k_vs_exact"), 0.99, False,
          "", "the synthetic vectors (64 Gaussian clusters, near-random within each) are HNSW's hard case: ef_search "
-         "100-400 gave 0.42-0.64 at 1M (bench/results/full); a larger m and ef_construction at build, an exact "
-         "re-rank of a wider candidate set, or real text vectors for the curve"),
+         "100-400 gave 0.40-0.66 at 1M (bench/results/epyc-a0b93a0-full), in 8.6-13.6 ms p50 since the page cache "
+         "holds the index (docs/scaling.md item 13; 21.8-43.9 ms before, bench/results/full): that headroom buys a "
+         "larger m and ef_construction at build, ef_search past 400 (pgvector allows 1,000), an exact re-rank of a "
+         "wider candidate set, or real text vectors for the curve"),
     Goal("recall p95 at 1M units", "recall", ("sizes", "1000000", "ours_ms", "p95"), 20.0, True, " ms",
-         "the HNSW walk itself (~34 ms of a 44 ms call at ef_search 400): a partitioned or quantised index, a "
-         "smaller ef_search once recall holds"),
+         "the HNSW walk itself (11.1 ms of a 13.3 ms call at ef_search 400 with the index in the page cache, 34 of "
+         "44 ms when PostgreSQL's 128 MB held a thirtieth of it: docs/scaling.md item 13): a partitioned or "
+         "quantised index, a smaller ef_search once recall holds"),
     Goal("daily graph run wall time / sum of its asset times", "graph", ("ratio_wall_vs_asset_times",), 1.5, True,
          X, "one run for the whole day instead of one per asset"),
 )
