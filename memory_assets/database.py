@@ -84,9 +84,10 @@ def embedded_server(home: str | os.PathLike[str] | None = None) -> Any:
         revive(server)
     else:
         server.global_process_id_list = LiveHolders(server.global_process_id_list.path)
-        with server._lock:  # initdb first, so the settings are in place when the postmaster starts
+        with server._lock:  # initdb first, so the settings are in place when this process starts the postmaster
             server.ensure_pgdata_inited()
-            write_embedded_settings(pgdata)
+            if not server_running(pgdata):  # a running server reads them only at its next start
+                write_embedded_settings(pgdata)
         server.start()  # its first read of the list drops the pids of dead holders
     _EMBEDDED[str(server.get_uri())] = server
     return server
@@ -111,19 +112,25 @@ def embedded_settings(memory_bytes: int) -> dict[str, str]:
 def write_embedded_settings(pgdata: Path) -> None:
     """Write this package's settings of the embedded server into its data folder, included from postgresql.conf:
     they apply from the server's next start (a running server keeps its own until it restarts)."""
-    settings = pgdata / V.EMBEDDED_SETTINGS_FILE
-    partial = settings.with_name(f"{settings.name}.{os.getpid()}.tmp")
-    partial.write_text("".join(f"{name} = '{value}'\n"
-                               for name, value in embedded_settings(machine_memory_bytes()).items()))
-    owner = pgdata.stat()
-    if os.geteuid() == 0:  # pgserver runs PostgreSQL as its own OS user, who owns the folder
-        os.chown(partial, owner.st_uid, owner.st_gid)
-    os.replace(partial, settings)
+    owner = pgdata.stat()  # pgserver runs PostgreSQL as its own OS user, who owns the folder
+    replace_file(pgdata / V.EMBEDDED_SETTINGS_FILE,
+                 "".join(f"{name} = '{value}'\n" for name, value in embedded_settings(machine_memory_bytes()).items()),
+                 owner=(owner.st_uid, owner.st_gid) if os.geteuid() == 0 else None)
     conf = pgdata / "postgresql.conf"
     include = f"include_if_exists = '{V.EMBEDDED_SETTINGS_FILE}'"
     if include not in conf.read_text().splitlines():
         with conf.open("a") as handle:
             handle.write(f"\n# this package's settings of the embedded server (memory_assets.database)\n{include}\n")
+
+
+def replace_file(path: Path, text: str, owner: tuple[int, int] | None = None) -> None:
+    """Replace a file's text atomically (a kill in the middle of a write leaves the old file, not half of one), given
+    to `owner` (uid, gid) first where one is named."""
+    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    partial.write_text(text)
+    if owner is not None:
+        os.chown(partial, *owner)
+    os.replace(partial, path)
 
 
 # The embedded servers this process holds, by URL: a pool on one of them restarts it when it finds it dead.
@@ -154,10 +161,8 @@ class LiveHolders:
         return pids
 
     def put(self, values: list[int]) -> None:
-        """Replace the list atomically (a kill in the middle of a write leaves the old list, not half of one)."""
-        partial = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-        partial.write_text(json.dumps(values))
-        os.replace(partial, self.path)
+        """Replace the list atomically (replace_file)."""
+        replace_file(self.path, json.dumps(values))
 
     def get_and_add(self, value: int) -> list[int]:
         """The living holders before `value` (this process) was added."""

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -185,6 +186,17 @@ def test_the_embedded_server_runs_with_the_packages_settings(database_url):
                                          " WHERE name = 'shared_buffers'").fetchone()
     assert database.embedded_settings(database.machine_memory_bytes()) == {"shared_buffers": f"{megabytes:.0f}MB"}
     assert source.endswith(V.EMBEDDED_SETTINGS_FILE)
+
+
+def test_a_process_attaching_to_a_running_server_leaves_its_settings_alone(database_url):
+    """The settings apply only at a start: another process attaching to the running server writes nothing."""
+    if os.environ.get("DATABASE_URL"):
+        pytest.skip("an external server keeps its own settings")
+    pgdata = Path(os.environ[V.HOME_ENV]) / "pg"
+    written = [(pgdata / name).stat().st_mtime_ns for name in (V.EMBEDDED_SETTINGS_FILE, "postgresql.conf")]
+    attach = "import sys; from memory_assets import database; database.embedded_server(sys.argv[1])"
+    subprocess.run([sys.executable, "-c", attach, os.environ[V.HOME_ENV]], check=True, timeout=60)
+    assert [(pgdata / name).stat().st_mtime_ns for name in (V.EMBEDDED_SETTINGS_FILE, "postgresql.conf")] == written
 
 
 def test_the_lock_files_of_a_crashed_postmaster_are_found(tmp_path):
