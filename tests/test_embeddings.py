@@ -158,6 +158,40 @@ def test_embed_changes_follows_the_journal(mem, conn, embedder):
     assert embeddings.embed_changes(conn, embedder) == {"changes": 1, "embedded": 1}
 
 
+def model_indexes(conn, prefix):
+    return conn.execute("SELECT c.relname, c.reloptions FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                        "WHERE i.indrelid = 'memory_embeddings'::regclass AND starts_with(c.relname, %s)",
+                        (prefix,)).fetchall()
+
+
+def test_an_hnsw_index_built_under_other_graph_parameters_is_replaced_once(mem, conn, embedder):
+    """A store whose model index predates the vocabulary's m and ef_construction (pgvector's defaults, named by the
+    bare prefix) gets it rebuilt at the next embedding run: one index for the model afterwards, with the
+    vocabulary's parameters, which the HNSW walk uses; a second run builds nothing."""
+    spec = embeddings.model_spec(T1)
+    prefix = "memory_embeddings_hnsw_" + embeddings.digest(T1)[:12]
+    current = f"{prefix}_m{V.HNSW_M}_ef{V.HNSW_EF_CONSTRUCTION}"
+    conn.execute(f"DROP INDEX IF EXISTS {current}")
+    conn.execute(f"CREATE INDEX {prefix} ON memory_embeddings USING hnsw ((embedding::vector({spec.dim})) "
+                 f"vector_cosine_ops) WHERE model_key = '{T1}'")
+    conn.commit()
+    mem.remember(project="acme", **FACT)
+    assert embeddings.embed_changes(conn, embedder) == {"changes": 1, "embedded": 1}
+    expected = [(current, [f"m={V.HNSW_M}", f"ef_construction={V.HNSW_EF_CONSTRUCTION}"])]
+    assert model_indexes(conn, prefix) == expected
+    oid = conn.execute("SELECT %s::regclass::oid", (current,)).fetchone()[0]
+    embeddings.ensure_model_index(conn, spec)
+    assert model_indexes(conn, prefix) == expected
+    assert conn.execute("SELECT %s::regclass::oid", (current,)).fetchone()[0] == oid
+    conn.execute("SET enable_seqscan = off")
+    plan = "\n".join(row[0] for row in conn.execute(
+        f"EXPLAIN SELECT unit_id FROM memory_embeddings WHERE model_key = '{T1}' "
+        f"ORDER BY embedding::vector({spec.dim}) <=> %s::vector({spec.dim}) LIMIT 10",
+        (np.ones(spec.dim, dtype=np.float32) / np.sqrt(spec.dim),)).fetchall())
+    assert current in plan, plan
+    conn.rollback()
+
+
 def test_serving_model_is_a_database_setting(mem):
     assert mem.serving_model() == V.DEFAULT_SERVING_MODEL
     mem.set_serving_model(T2)
