@@ -324,22 +324,25 @@ def ensure_model_index(conn: psycopg.Connection[Any], spec: ModelSpec) -> None:
     the vocabulary's m and ef_construction: an index built under other values is replaced once, here."""
     prefix = "memory_embeddings_hnsw_" + digest(spec.key)[:12]
     name = f"{prefix}_m{V.HNSW_M}_ef{V.HNSW_EF_CONSTRUCTION}"
-    earlier = [row[0] for row in conn.execute(query("embeddings/model_indexes"), {"prefix": prefix}).fetchall()
-               if row[0] != name]
-    if earlier:
-        log.info("model %s: building its HNSW index %s to replace %s", spec.key, name, ", ".join(earlier))
-    # DDL composed per model at run time (a dimension and a key), so it cannot be a prepared named query.
-    ddl = sql.SQL(
-        "CREATE INDEX IF NOT EXISTS {name} ON memory_embeddings USING hnsw ({column}) WITH ({graph}) WHERE {where}")
-    conn.execute(ddl.format(
-        name=sql.Identifier(name),
-        column=sql.SQL("(embedding::vector({dim})) vector_cosine_ops").format(dim=sql.Literal(int(spec.dim))),
-        graph=sql.SQL("m = {m}, ef_construction = {ef}").format(m=sql.Literal(V.HNSW_M),
-                                                                ef=sql.Literal(V.HNSW_EF_CONSTRUCTION)),
-        where=sql.SQL("model_key = {model}").format(model=sql.Literal(spec.key)),
-    ))
-    for index in earlier:
-        conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(index)))
+    with conn.transaction():
+        # runs of one model started together (a backfill's days) build it once: the others wait, then find it
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (prefix,))
+        earlier = [row[0] for row in conn.execute(query("embeddings/model_indexes"), {"prefix": prefix}).fetchall()
+                   if row[0] != name]
+        if earlier:
+            log.info("model %s: building its HNSW index %s to replace %s", spec.key, name, ", ".join(earlier))
+        # DDL composed per model at run time (a dimension and a key), so it cannot be a prepared named query.
+        ddl = sql.SQL(
+            "CREATE INDEX IF NOT EXISTS {name} ON memory_embeddings USING hnsw ({column}) WITH ({graph}) WHERE {where}")
+        conn.execute(ddl.format(
+            name=sql.Identifier(name),
+            column=sql.SQL("(embedding::vector({dim})) vector_cosine_ops").format(dim=sql.Literal(int(spec.dim))),
+            graph=sql.SQL("m = {m}, ef_construction = {ef}").format(m=sql.Literal(V.HNSW_M),
+                                                                    ef=sql.Literal(V.HNSW_EF_CONSTRUCTION)),
+            where=sql.SQL("model_key = {model}").format(model=sql.Literal(spec.key)),
+        ))
+        for index in earlier:
+            conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(index)))
 
 
 # --- Embedding ------------------------------------------------------------------------------

@@ -7,10 +7,12 @@ import threading
 from pathlib import Path
 
 import numpy as np
+import psycopg
 import pytest
 
 from memory_assets import authz, embeddings, gates, journal, lifecycle
 from memory_assets import vocabulary as V
+from memory_assets.database import connection_kwargs
 from memory_assets.errors import ValidationError
 from tests.cases import T1, T2
 
@@ -190,6 +192,34 @@ def test_an_hnsw_index_built_under_other_graph_parameters_is_replaced_once(mem, 
         (np.ones(spec.dim, dtype=np.float32) / np.sqrt(spec.dim),)).fetchall())
     assert current in plan, plan
     conn.rollback()
+
+
+def test_runs_that_find_an_earlier_hnsw_index_together_build_the_new_one_once(clean, conn):
+    """A backfill's runs of one model may start together on a store built under other parameters: each waits for
+    the first one's build, then finds the index; none fails and one index is left."""
+    spec = embeddings.model_spec(T1)
+    prefix = "memory_embeddings_hnsw_" + embeddings.digest(T1)[:12]
+    conn.execute(f"DROP INDEX IF EXISTS {prefix}_m{V.HNSW_M}_ef{V.HNSW_EF_CONSTRUCTION}")
+    conn.execute(f"CREATE INDEX IF NOT EXISTS {prefix} ON memory_embeddings USING hnsw "
+                 f"((embedding::vector({spec.dim})) vector_cosine_ops) WHERE model_key = '{T1}'")
+    conn.commit()
+    start, errors = threading.Barrier(3), []
+
+    def run() -> None:
+        try:
+            with psycopg.connect(clean, **connection_kwargs()) as own:
+                start.wait()
+                embeddings.ensure_model_index(own, spec)
+        except Exception as error:
+            errors.append(error)
+
+    runners = [threading.Thread(target=run) for _ in range(3)]
+    for runner in runners:
+        runner.start()
+    for runner in runners:
+        runner.join()
+    assert errors == []
+    assert [name for name, _ in model_indexes(conn, prefix)] == [f"{prefix}_m{V.HNSW_M}_ef{V.HNSW_EF_CONSTRUCTION}"]
 
 
 def test_serving_model_is_a_database_setting(mem):
