@@ -126,23 +126,14 @@ class Goal:
 GOALS = (
     Goal("end-to-end recall p95 / mem0 search() p95 (LoCoMo, encoding included)", "peer",
          ("ratios", "ours_vs_mem0_p95"), 0.5, True, X,
-         "mem0's call is its torch encode plus a ~5 ms search; ours a one-thread ONNX encode (~3.5-6 ms) plus ~11.6 "
-         "ms of store and Python on LoCoMo in this run (the candidates statement ~4.2 ms executing and ~1.1 ms "
-         "planned per request on the exact path, two round trips, ~1 ms of fusion and scoring, ~0.5 ms unpacking "
-         "~300 rows): half of mem0's p95 needs the store side under ~4 ms. Since df60134 a connection keeps one plan "
-         "per project for up to 8 projects instead of planning each request (cached p50 20.07 -> 17.74 ms on an "
-         "EPYC, 0.97x mem0's p95 in a partial run there: bench/results/epyc-df60134; docs/scaling.md item 11), and "
-         "since b125237 a unit carries its origin source, so the candidates' sources are read only for units with "
-         "more than one (cached p50 16.33 -> 15.05 ms there, the same top 10s; since sql/025 their marks are a side "
-         "table, +0.3-0.6 ms, so that no write locks the unit); fusion and unpacking do less per candidate "
-         "(1.75 -> 1.49 and 1.22 -> 0.55 ms on a 2-core EPYC, the same rankings); since da8e170 the pool's units "
-         "are one range of the project's key on the exact path instead of a hash join over a scan of the whole "
-         "table (the statement 0.91x, cached recall 0.95x there, the same top 10s; docs/scaling.md item 12). "
-         "Next: Python fusion over arrays "
-         "instead of dicts (~1.5 ms there; entries only for the hits); "
-         "fewer candidates per leg once the session lift no longer reaches ranks 100-200 (fewer cost R@10 today: the "
-         "sparse leg at 100 saved 1.15 ms p50 for R@10 0.8035 -> 0.8015; items 8, 11); the int8 query encoder kept "
-         "only 0.935 of torch's top 10"),
+         "on an EPYC mem0's torch encode is slower than on a Xeon (the torch floor 11.0 / 21.7 ms p50 / p95 at "
+         "c8454ef against 9.1 / 19.0 at bc85ed9, where ours / mem0 was 1.20x): ours is a one-thread ONNX encode "
+         "(that floor 5.4 / 7.0 ms) plus ~11.5 ms p50 of store and Python (the candidates statement, two round "
+         "trips, fusion and scoring, unpacking ~300 rows; docs/scaling.md items 8, 11, 12), so half of mem0's p95 "
+         "needs the store side under ~8 ms. Next: Python fusion over arrays instead of dicts (~1.5 ms on an EPYC; "
+         "entries only for the hits); fewer candidates per leg once the session lift no longer reaches ranks "
+         "100-200 (the sparse leg at 100 saved 1.15 ms p50 for R@10 0.8035 -> 0.8015; items 8, 11); the int8 query "
+         "encoder kept only 0.935 of torch's top 10"),
     Goal("recall@10 of evidence / mem0's", "peer", ("ratios", "recall_at_10_ours_vs_mem0"), 2.0, False, X,
          "multi-hop and open-domain questions: a reranker or query expansion",
          ceiling=("systems", "mem0", "recall_at_10")),
@@ -175,21 +166,28 @@ GOALS = (
          "written folded"),
     Goal("embedding stage / raw encode()", "embed", ("ratio_stage_vs_raw_encode",), 0.9, False, X,
          "the writes already overlap the encoding (one batch in flight) and the figure follows an untimed warm-up "
-         "with the order alternating: what is left is the stage's own reads and version-guarded writes with the "
-         "HNSW index maintained on the same two cores as the model"),
+         "with the order alternating; what is left is the server's HNSW inserts on the same two cores as the "
+         "model, which the graph's ef_construction 128 made dearer (64 against 128, alternating on one EPYC: "
+         "0.926 / 0.903 against 0.901 / 0.906x, then 0.888 / 0.854 against 0.799 / 0.797x; docs/scaling.md item "
+         "14), the price of 0.98 instead of 0.95 of the exact top 10 at 100,000 units. Next: a new model's "
+         "backfill writing its vectors before its index is built (a 100,000-vector build is ~0.3 ms a vector, "
+         "one insert into that index 2.4-3.5 ms)"),
     Goal("recall p95 under 16 writers + 4 readers / alone", "load", ("ratios", "recall_p95_under_load_vs_alone"), 3.0,
          True, X,
          "bounded pools, gates off the readers' path, no lock across model calls (item 4)"),
     Goal("HNSW recall@10 vs exact at 1M units", "recall", ("sizes", "1000000", "recall_at_k_vs_exact"), 0.99, False,
-         "", "the synthetic vectors (64 Gaussian clusters, near-random within each) are HNSW's hard case: ef_search "
-         "100-400 gave 0.40-0.66 at 1M (bench/results/epyc-a0b93a0-full), in 8.6-13.6 ms p50 since the page cache "
-         "holds the index (docs/scaling.md item 13; 21.8-43.9 ms before, bench/results/full): that headroom buys a "
-         "larger m and ef_construction at build, ef_search past 400 (pgvector allows 1,000), an exact re-rank of a "
-         "wider candidate set, or real text vectors for the curve"),
+         "", "the synthetic vectors (64 Gaussian clusters, near-random within each: the 10th and 11th exact scores "
+         "0.0005 apart at the median) are HNSW's hard case: with ef_construction 128 ef_search 100-400 keeps "
+         "0.47-0.74 (0.40-0.66 with 64, bench/results/epyc-a0b93a0-full); a raw walk on a graph built with 200 "
+         "kept 0.78 at 400 and 0.84 at 600, and text-like vectors (LoCoMo turns plus noise of their own "
+         "covariance) 0.84 at 400 and 0.91 at 1,000 with 64 (docs/scaling.md item 14). Next: m 32 at build (0.99 "
+         "at ef_search 100 on 100,000 vectors, a 2.7x build), or an exact re-rank of a wider candidate set"),
     Goal("recall p95 at 1M units", "recall", ("sizes", "1000000", "ours_ms", "p95"), 20.0, True, " ms",
-         "the HNSW walk itself (11.1 ms of a 13.3 ms call at ef_search 400 with the index in the page cache, 34 of "
-         "44 ms when PostgreSQL's 128 MB held a thirtieth of it: docs/scaling.md item 13): a partitioned or "
-         "quantised index, a smaller ef_search once recall holds"),
+         "the HNSW walk itself (the search 14.2 of a 16.6 ms p50 call at ef_search 400 with the index in the page "
+         "cache; 34 of 44 ms when PostgreSQL's 128 MB held a thirtieth of it: docs/scaling.md item 13); the same "
+         "run's ef_search sweep timed 15.8 / 17.8 ms p50 / p95 at 400, and a0b93a0 17.3 ms p95 on the graph built "
+         "with ef_construction 64: the bound is within the machine's noise. Next: a partitioned or quantised index, "
+         "a smaller ef_search once recall holds"),
     Goal("daily graph run wall time / sum of its asset times", "graph", ("ratio_wall_vs_asset_times",), 1.5, True,
          X, "one run for the whole day instead of one per asset"),
 )

@@ -350,16 +350,16 @@ TEXT_MATCH_MAX_WORDS = 64  # sql/027's own limit: at least RECALL_MAX_QUERY_TERM
 HNSW_WALK_MIN_SHARE = 0.1
 # the HNSW graph's build (embeddings.ensure_model_index names the index after them, so a store built under other
 # values rebuilds it once). pgvector's default ef_construction 64 kept 0.84 / 0.90 / 0.95 of the exact top 10 at
-# ef_search 100 / 200 / 400 on the scale curve's 100,000 vectors; 128 keeps 0.92 / 0.96 / 0.98 for a 1.3x build and
-# the embedding stage within its noise (0.904x raw encode against 0.917x, 1,000 units); 200 kept 0.94 / 0.99 / 1.0
-# for 1.75x, 1.5x per insert at 100,000 vectors and ~0.88x; m 32 (with 200) 0.99 / 1.0 for a 2.7x build
-# (docs/scaling.md item 15)
+# ef_search 100 / 200 / 400 on the scale curve's 100,000 vectors; 128 keeps 0.92 / 0.96 / 0.98 for a 1.3x build,
+# and costs the embedding stage 1-7% (its inserts walk the graph too); 200 kept 0.94 / 0.99 / 1.0 for a 1.75x build
+# and 1.5x per insert at 100,000 vectors; m 32 (with 200) 0.99 / 1.0 for a 2.7x build (docs/scaling.md item 14)
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 128
 HNSW_CANDIDATES = 40             # the HNSW phase's dense candidates (or k)
 # ef_search grows with the project, sqrt(units) between these bounds (bench/recall.py, synthetic vectors, top 10
 # against exact over five index builds: 10k units 1.0 at 100; 100k units 0.80-0.87 at 100, 0.91-0.97 at 316, for a
-# p95 of 2.1-2.4x numpy instead of 1.5x: set the maximum to 100 for the faster tail)
+# p95 of 2.1-2.4x numpy instead of 1.5x: set the maximum to 100 for the faster tail; with ef_construction 128 in the
+# full run at c8454ef: 0.90 at 100, 0.976 at 316, 1.19x numpy p95)
 HNSW_EF_SEARCH = 100
 HNSW_EF_SEARCH_MAX = 400
 HNSW_OVERFETCH = 2               # the HNSW phase fetches this many times the candidates before the unit filters
