@@ -325,8 +325,9 @@ def ensure_model_index(conn: psycopg.Connection[Any], spec: ModelSpec) -> None:
     prefix = "memory_embeddings_hnsw_" + digest(spec.key)[:12]
     name = f"{prefix}_m{V.HNSW_M}_ef{V.HNSW_EF_CONSTRUCTION}"
     with conn.transaction():
-        # runs of one model started together (a backfill's days) build it once: the others wait, then find it
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (prefix,))
+        # one build at a time, whatever the model: runs of one model started together (a backfill's days) build it
+        # once, the others wait here and then find it
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (V.HNSW_BUILD_LOCK,))
         earlier = [row[0] for row in conn.execute(query("embeddings/model_indexes"), {"prefix": prefix}).fetchall()
                    if row[0] != name]
         if earlier:
@@ -341,8 +342,16 @@ def ensure_model_index(conn: psycopg.Connection[Any], spec: ModelSpec) -> None:
                                                                     ef=sql.Literal(V.HNSW_EF_CONSTRUCTION)),
             where=sql.SQL("model_key = {model}").format(model=sql.Literal(spec.key)),
         ))
-        for index in earlier:
-            conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(index)))
+    # the earlier index goes after the build has committed, and only if the table's lock comes soon: every request
+    # reading the table queues behind a drop that waits; one left standing is dropped by the next run
+    bounded = sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(V.INDEX_DROP_LOCK_TIMEOUT_MS))
+    for index in earlier:
+        try:
+            with conn.transaction():
+                conn.execute(bounded)
+                conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(index)))
+        except psycopg.errors.LockNotAvailable:
+            log.info("model %s: HNSW index %s left for the next run (its table is busy)", spec.key, index)
 
 
 # --- Embedding ------------------------------------------------------------------------------

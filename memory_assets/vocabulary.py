@@ -355,6 +355,8 @@ HNSW_WALK_MIN_SHARE = 0.1
 # and 1.5x per insert at 100,000 vectors; m 32 (with 200) 0.99 / 1.0 for a 2.7x build (docs/scaling.md item 14)
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 128
+HNSW_BUILD_LOCK = "memory_embeddings_hnsw"  # the advisory lock one model index check or build holds at a time
+INDEX_DROP_LOCK_TIMEOUT_MS = 500  # a replaced index's drop gives up sooner than readers would queue behind it
 HNSW_CANDIDATES = 40             # the HNSW phase's dense candidates (or k)
 # ef_search grows with the project, sqrt(units) between these bounds (bench/recall.py, synthetic vectors, top 10
 # against exact over five index builds: 10k units 1.0 at 100; 100k units 0.80-0.87 at 100, 0.91-0.97 at 316, for a

@@ -194,32 +194,53 @@ def test_an_hnsw_index_built_under_other_graph_parameters_is_replaced_once(mem, 
     conn.rollback()
 
 
-def test_runs_that_find_an_earlier_hnsw_index_together_build_the_new_one_once(clean, conn):
-    """A backfill's runs of one model may start together on a store built under other parameters: each waits for
-    the first one's build, then finds the index; none fails and one index is left."""
-    spec = embeddings.model_spec(T1)
-    prefix = "memory_embeddings_hnsw_" + embeddings.digest(T1)[:12]
+def earlier_index(conn, model):
+    """The model's index as releases before the graph parameters built it: pgvector's defaults, the bare prefix."""
+    spec = embeddings.model_spec(model)
+    prefix = "memory_embeddings_hnsw_" + embeddings.digest(model)[:12]
     conn.execute(f"DROP INDEX IF EXISTS {prefix}_m{V.HNSW_M}_ef{V.HNSW_EF_CONSTRUCTION}")
     conn.execute(f"CREATE INDEX IF NOT EXISTS {prefix} ON memory_embeddings USING hnsw "
-                 f"((embedding::vector({spec.dim})) vector_cosine_ops) WHERE model_key = '{T1}'")
+                 f"((embedding::vector({spec.dim})) vector_cosine_ops) WHERE model_key = '{model}'")
     conn.commit()
-    start, errors = threading.Barrier(3), []
+    return prefix
 
-    def run() -> None:
+
+def test_runs_that_find_earlier_hnsw_indexes_together_build_each_new_one_once(clean, conn):
+    """A backfill's runs may start together on a store built under other parameters, of one model or of two: each
+    waits for the build before it, then finds its index; none fails (two drops waiting on each other's build would
+    deadlock) and each model is left with its one index."""
+    prefixes = {model: earlier_index(conn, model) for model in (T1, T2)}
+    start, errors = threading.Barrier(4), []
+
+    def run(model: str) -> None:
         try:
             with psycopg.connect(clean, **connection_kwargs()) as own:
                 start.wait()
-                embeddings.ensure_model_index(own, spec)
+                embeddings.ensure_model_index(own, embeddings.model_spec(model))
         except Exception as error:
             errors.append(error)
 
-    runners = [threading.Thread(target=run) for _ in range(3)]
+    runners = [threading.Thread(target=run, args=(model,)) for model in (T1, T1, T2, T2)]
     for runner in runners:
         runner.start()
     for runner in runners:
         runner.join()
     assert errors == []
-    assert [name for name, _ in model_indexes(conn, prefix)] == [f"{prefix}_m{V.HNSW_M}_ef{V.HNSW_EF_CONSTRUCTION}"]
+    for prefix in prefixes.values():
+        assert [name for name, _ in model_indexes(conn, prefix)] == [f"{prefix}_m{V.HNSW_M}_ef{V.HNSW_EF_CONSTRUCTION}"]
+
+
+def test_a_replaced_index_waits_for_no_reader_and_goes_at_the_next_run(clean, conn):
+    """The earlier index is dropped only if the table's lock comes within INDEX_DROP_LOCK_TIMEOUT_MS: a reader in a
+    long transaction leaves both indexes (requests never queue behind the drop) and the next run drops it."""
+    prefix = earlier_index(conn, T1)
+    current = f"{prefix}_m{V.HNSW_M}_ef{V.HNSW_EF_CONSTRUCTION}"
+    with psycopg.connect(clean, **connection_kwargs()) as reader, reader.transaction():
+        reader.execute("SELECT count(*) FROM memory_embeddings").fetchone()
+        embeddings.ensure_model_index(conn, embeddings.model_spec(T1))
+        assert sorted(name for name, _ in model_indexes(conn, prefix)) == [prefix, current]
+    embeddings.ensure_model_index(conn, embeddings.model_spec(T1))
+    assert [name for name, _ in model_indexes(conn, prefix)] == [current]
 
 
 def test_serving_model_is_a_database_setting(mem):
