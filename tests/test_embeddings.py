@@ -166,17 +166,24 @@ def model_indexes(conn, prefix):
                         (prefix,)).fetchall()
 
 
+def earlier_index(conn, model):
+    """The model's index as releases before the graph parameters built it: pgvector's defaults, the bare prefix."""
+    spec = embeddings.model_spec(model)
+    prefix = "memory_embeddings_hnsw_" + embeddings.digest(model)[:12]
+    conn.execute(f"DROP INDEX IF EXISTS {prefix}_m{V.HNSW_M}_ef{V.HNSW_EF_CONSTRUCTION}")
+    conn.execute(f"CREATE INDEX IF NOT EXISTS {prefix} ON memory_embeddings USING hnsw "
+                 f"((embedding::vector({spec.dim})) vector_cosine_ops) WHERE model_key = '{model}'")
+    conn.commit()
+    return prefix
+
+
 def test_an_hnsw_index_built_under_other_graph_parameters_is_replaced_once(mem, conn, embedder):
     """A store whose model index predates the vocabulary's m and ef_construction (pgvector's defaults, named by the
     bare prefix) gets it rebuilt at the next embedding run: one index for the model afterwards, with the
     vocabulary's parameters, which the HNSW walk uses; a second run builds nothing."""
     spec = embeddings.model_spec(T1)
-    prefix = "memory_embeddings_hnsw_" + embeddings.digest(T1)[:12]
+    prefix = earlier_index(conn, T1)
     current = f"{prefix}_m{V.HNSW_M}_ef{V.HNSW_EF_CONSTRUCTION}"
-    conn.execute(f"DROP INDEX IF EXISTS {current}")
-    conn.execute(f"CREATE INDEX {prefix} ON memory_embeddings USING hnsw ((embedding::vector({spec.dim})) "
-                 f"vector_cosine_ops) WHERE model_key = '{T1}'")
-    conn.commit()
     mem.remember(project="acme", **FACT)
     assert embeddings.embed_changes(conn, embedder) == {"changes": 1, "embedded": 1}
     expected = [(current, [f"m={V.HNSW_M}", f"ef_construction={V.HNSW_EF_CONSTRUCTION}"])]
@@ -192,17 +199,6 @@ def test_an_hnsw_index_built_under_other_graph_parameters_is_replaced_once(mem, 
         (np.ones(spec.dim, dtype=np.float32) / np.sqrt(spec.dim),)).fetchall())
     assert current in plan, plan
     conn.rollback()
-
-
-def earlier_index(conn, model):
-    """The model's index as releases before the graph parameters built it: pgvector's defaults, the bare prefix."""
-    spec = embeddings.model_spec(model)
-    prefix = "memory_embeddings_hnsw_" + embeddings.digest(model)[:12]
-    conn.execute(f"DROP INDEX IF EXISTS {prefix}_m{V.HNSW_M}_ef{V.HNSW_EF_CONSTRUCTION}")
-    conn.execute(f"CREATE INDEX IF NOT EXISTS {prefix} ON memory_embeddings USING hnsw "
-                 f"((embedding::vector({spec.dim})) vector_cosine_ops) WHERE model_key = '{model}'")
-    conn.commit()
-    return prefix
 
 
 def test_runs_that_find_earlier_hnsw_indexes_together_build_each_new_one_once(clean, conn):
