@@ -456,6 +456,12 @@ def _reconnect_failed(pool: ConnectionPool) -> None:
                 V.POOL_RECONNECT_TIMEOUT_SECONDS)
 
 
+def bound_lock_wait(conn: psycopg.Connection[Any], milliseconds: int) -> None:
+    """Let the rest of this transaction wait at most this long for any lock (then LockNotAvailable): a statement
+    that waits for a table's strong lock queues every later request on that table behind it."""
+    conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(milliseconds)))
+
+
 def refresh_statistics(conn: psycopg.Connection[Any], table: str, written: int = 0) -> bool:
     """ANALYZE a table that bulk writes changed past autovacuum's own threshold (this connection's writes counted at
     once, another's by the `written` rows it says it wrote) and merge its GIN indexes' pending entries, so the next
@@ -464,12 +470,11 @@ def refresh_statistics(conn: psycopg.Connection[Any], table: str, written: int =
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise RuntimeError("refresh_statistics runs in its own transaction: call it outside any other")
     conn.execute(query("database/flush_statistics"))  # this backend's own writes counted before the check
-    bounded = sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(V.ANALYZE_LOCK_TIMEOUT_MS))
     try:
         with conn.transaction():
             stale = one(conn.execute(query("database/statistics_stale"), {"table": table, "written": written}))[0]
             if stale:
-                conn.execute(bounded)
+                bound_lock_wait(conn, V.ANALYZE_LOCK_TIMEOUT_MS)
                 conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
     except psycopg.errors.LockNotAvailable:
         log.info("statistics of %s left to autovacuum: the table is being vacuumed or analysed", table)
@@ -477,7 +482,7 @@ def refresh_statistics(conn: psycopg.Connection[Any], table: str, written: int =
     if stale:  # after the ANALYZE has committed: a merge that waits too long must not undo it
         try:
             with conn.transaction():
-                conn.execute(bounded)
+                bound_lock_wait(conn, V.ANALYZE_LOCK_TIMEOUT_MS)
                 conn.execute(query("database/merge_gin_pending"), {"table": table})
         except psycopg.errors.LockNotAvailable:
             log.info("the GIN pending entries of %s left to autovacuum: another merge holds them", table)

@@ -21,7 +21,7 @@ from psycopg import sql
 
 from memory_assets import audit, journal
 from memory_assets import vocabulary as V
-from memory_assets.database import memory_home, query
+from memory_assets.database import bound_lock_wait, memory_home, query
 from memory_assets.errors import ValidationError
 
 log = logging.getLogger(__name__)
@@ -324,34 +324,39 @@ def ensure_model_index(conn: psycopg.Connection[Any], spec: ModelSpec) -> None:
     the vocabulary's m and ef_construction: an index built under other values is replaced once, here."""
     prefix = "memory_embeddings_hnsw_" + digest(spec.key)[:12]
     name = f"{prefix}_m{V.HNSW_M}_ef{V.HNSW_EF_CONSTRUCTION}"
+    if model_indexes(conn, prefix) == [name]:  # every run but the first: no lock, no DDL (which locks the table)
+        return
     with conn.transaction():
         # one build at a time, whatever the model: runs of one model started together (a backfill's days) build it
         # once, the others wait here and then find it
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (V.HNSW_BUILD_LOCK,))
-        earlier = [row[0] for row in conn.execute(query("embeddings/model_indexes"), {"prefix": prefix}).fetchall()
-                   if row[0] != name]
-        if earlier:
-            log.info("model %s: building its HNSW index %s to replace %s", spec.key, name, ", ".join(earlier))
-        # DDL composed per model at run time (a dimension and a key), so it cannot be a prepared named query.
-        ddl = sql.SQL(
-            "CREATE INDEX IF NOT EXISTS {name} ON memory_embeddings USING hnsw ({column}) WITH ({graph}) WHERE {where}")
-        conn.execute(ddl.format(
-            name=sql.Identifier(name),
-            column=sql.SQL("(embedding::vector({dim})) vector_cosine_ops").format(dim=sql.Literal(int(spec.dim))),
-            graph=sql.SQL("m = {m}, ef_construction = {ef}").format(m=sql.Literal(V.HNSW_M),
-                                                                    ef=sql.Literal(V.HNSW_EF_CONSTRUCTION)),
-            where=sql.SQL("model_key = {model}").format(model=sql.Literal(spec.key)),
-        ))
+        found = model_indexes(conn, prefix)
+        earlier = [index for index in found if index != name]
+        if name not in found:
+            log.info("model %s: building its HNSW index %s (replacing: %s)", spec.key, name, ", ".join(earlier) or "-")
+            # DDL composed per model at run time (a dimension and a key), so it cannot be a prepared named query.
+            ddl = sql.SQL("CREATE INDEX {name} ON memory_embeddings USING hnsw ({column}) WITH ({graph}) WHERE {where}")
+            conn.execute(ddl.format(
+                name=sql.Identifier(name),
+                column=sql.SQL("(embedding::vector({dim})) vector_cosine_ops").format(dim=sql.Literal(int(spec.dim))),
+                graph=sql.SQL("m = {m}, ef_construction = {ef}").format(m=sql.Literal(V.HNSW_M),
+                                                                        ef=sql.Literal(V.HNSW_EF_CONSTRUCTION)),
+                where=sql.SQL("model_key = {model}").format(model=sql.Literal(spec.key)),
+            ))
     # the earlier index goes after the build has committed, and only if the table's lock comes soon: every request
     # reading the table queues behind a drop that waits; one left standing is dropped by the next run
-    bounded = sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(V.INDEX_DROP_LOCK_TIMEOUT_MS))
     for index in earlier:
         try:
             with conn.transaction():
-                conn.execute(bounded)
+                bound_lock_wait(conn, V.INDEX_DROP_LOCK_TIMEOUT_MS)
                 conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(index)))
         except psycopg.errors.LockNotAvailable:
             log.info("model %s: HNSW index %s left for the next run (its table is busy)", spec.key, index)
+
+
+def model_indexes(conn: psycopg.Connection[Any], prefix: str) -> list[str]:
+    """The names of memory_embeddings' indexes that start with a model's prefix."""
+    return [row[0] for row in conn.execute(query("embeddings/model_indexes"), {"prefix": prefix}).fetchall()]
 
 
 # --- Embedding ------------------------------------------------------------------------------

@@ -239,6 +239,18 @@ def test_a_replaced_index_waits_for_no_reader_and_goes_at_the_next_run(clean, co
     assert [name for name, _ in model_indexes(conn, prefix)] == [current]
 
 
+def test_a_run_that_finds_its_index_takes_no_lock_on_the_vectors(clean, conn):
+    """Every embedding run checks its model's index first: once it stands, the check reads the catalog only, so a
+    run never waits for another run's vector writes in flight (CREATE INDEX IF NOT EXISTS locks the table first)."""
+    spec = embeddings.model_spec(T1)
+    embeddings.ensure_model_index(conn, spec)
+    with psycopg.connect(clean, **connection_kwargs()) as writer, writer.transaction():
+        writer.execute("LOCK TABLE memory_embeddings IN ROW EXCLUSIVE MODE")
+        conn.execute("SET lock_timeout = '2s'")
+        embeddings.ensure_model_index(conn, spec)
+        conn.execute("RESET lock_timeout")
+
+
 def test_serving_model_is_a_database_setting(mem):
     assert mem.serving_model() == V.DEFAULT_SERVING_MODEL
     mem.set_serving_model(T2)
