@@ -49,6 +49,7 @@ SPELLINGS = {
     "token_prefix": f"'{V.TOKEN_PREFIX}'",
     "provenance_columns": ", ".join(V.PROVENANCE_FIELDS),
     "inbox_columns": ", ".join(V.INBOX_COLUMNS),
+    "hnsw_graph_type": V.HNSW_GRAPH_TYPE,
     **{f"status_{status}": f"'{status}'" for status in V.STATUSES},
     **{f"visibility_{visibility}": f"'{visibility}'" for visibility in V.VISIBILITIES},
     **{f"inbox_{outcome}": f"'{outcome}'" for outcome in (V.INBOX_INSERTED, V.INBOX_DUPLICATE, V.INBOX_FORGOTTEN)},

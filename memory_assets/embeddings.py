@@ -319,11 +319,21 @@ def model_query(name: str, model_key: str) -> str:
     return sql.SQL(query(name)).format(dim=sql.SQL(str(int(spec.dim))), model=sql.Literal(model_key)).as_string()
 
 
+def model_index_prefix(spec: ModelSpec) -> str:
+    """The start of every name a model's HNSW index has had: the current one and those it replaces."""
+    return "memory_embeddings_hnsw_" + digest(spec.key)[:12]
+
+
+def model_index_name(spec: ModelSpec) -> str:
+    """The model's HNSW index, named after how its graph is built, so a store built otherwise rebuilds it once."""
+    return f"{model_index_prefix(spec)}_m{V.HNSW_M}_ef{V.HNSW_EF_CONSTRUCTION}_{V.HNSW_GRAPH_TYPE}"
+
+
 def ensure_model_index(conn: psycopg.Connection[Any], spec: ModelSpec) -> None:
     """An HNSW index per model over its fixed dimension (pgvector indexes need one dimension), its graph built with
-    the vocabulary's m and ef_construction: an index built under other values is replaced once, here."""
-    prefix = "memory_embeddings_hnsw_" + digest(spec.key)[:12]
-    name = f"{prefix}_m{V.HNSW_M}_ef{V.HNSW_EF_CONSTRUCTION}"
+    the vocabulary's m and ef_construction over half-precision copies of the vectors: an index built otherwise is
+    replaced once, here."""
+    prefix, name = model_index_prefix(spec), model_index_name(spec)
     if model_indexes(conn, prefix) == [name]:  # every run but the first: no lock, no DDL (which locks the table)
         return
     with conn.transaction():
@@ -338,7 +348,8 @@ def ensure_model_index(conn: psycopg.Connection[Any], spec: ModelSpec) -> None:
             ddl = sql.SQL("CREATE INDEX {name} ON memory_embeddings USING hnsw ({column}) WITH ({graph}) WHERE {where}")
             conn.execute(ddl.format(
                 name=sql.Identifier(name),
-                column=sql.SQL("(embedding::vector({dim})) vector_cosine_ops").format(dim=sql.Literal(int(spec.dim))),
+                column=sql.SQL("(embedding::{graph}({dim})) {graph}_cosine_ops").format(
+                    graph=sql.SQL(V.HNSW_GRAPH_TYPE), dim=sql.Literal(int(spec.dim))),
                 graph=sql.SQL("m = {m}, ef_construction = {ef}").format(m=sql.Literal(V.HNSW_M),
                                                                         ef=sql.Literal(V.HNSW_EF_CONSTRUCTION)),
                 where=sql.SQL("model_key = {model}").format(model=sql.Literal(spec.key)),

@@ -355,6 +355,10 @@ HNSW_WALK_MIN_SHARE = 0.1
 # and 1.5x per insert at 100,000 vectors; m 32 (with 200) 0.99 / 1.0 for a 2.7x build (docs/scaling.md item 14)
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 128
+# the graph holds half-precision copies of the vectors (the table keeps the model's own; the walk orders by the copies
+# and returns exact distances): ~0.58x the index at 100,000 vectors, each insert ~0.8x, the same top 10 (docs/scaling.md
+# item 15); sql/029's walk and curation/nearest_older_hnsw order by this type
+HNSW_GRAPH_TYPE = "halfvec"
 HNSW_BUILD_LOCK = "memory_embeddings_hnsw"  # the advisory lock one model index check or build holds at a time
 INDEX_DROP_LOCK_TIMEOUT_MS = 500  # a replaced index's drop gives up sooner than readers would queue behind it
 HNSW_CANDIDATES = 40             # the HNSW phase's dense candidates (or k)

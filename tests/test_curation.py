@@ -106,9 +106,10 @@ def test_a_large_project_walks_the_hnsw_index_to_the_nearest_older_unit(mem, con
             cur.execute("SET LOCAL enable_sort = off")
             plan = "\n".join(row["QUERY PLAN"] for row in cur.execute("EXPLAIN " + hnsw, params))
             found = cur.execute(hnsw, params).fetchone()
-    assert "memory_embeddings_hnsw_" in plan, plan
+    assert embeddings.model_index_name(embedder.spec) in plan, plan
     assert str(found["id"]) == str(exact["id"]) == older.unit_id
-    assert found["cosine"] == pytest.approx(exact["cosine"], abs=1e-5) and found["cosine"] >= V.MERGE_MIN_COSINE
+    # the walk orders by the graph's half-precision copies; the cosine it gives is the stored vector's
+    assert found["cosine"] == exact["cosine"] and found["cosine"] >= V.MERGE_MIN_COSINE
 
 
 def test_promotion_needs_two_sources_or_a_day(mem, conn, embedder, today):

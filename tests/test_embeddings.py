@@ -169,8 +169,8 @@ def model_indexes(conn, prefix):
 def earlier_index(conn, model):
     """The model's index as releases before the graph parameters built it: pgvector's defaults, the bare prefix."""
     spec = embeddings.model_spec(model)
-    prefix = "memory_embeddings_hnsw_" + embeddings.digest(model)[:12]
-    conn.execute(f"DROP INDEX IF EXISTS {prefix}_m{V.HNSW_M}_ef{V.HNSW_EF_CONSTRUCTION}")
+    prefix = embeddings.model_index_prefix(spec)
+    conn.execute(f"DROP INDEX IF EXISTS {embeddings.model_index_name(spec)}")
     conn.execute(f"CREATE INDEX IF NOT EXISTS {prefix} ON memory_embeddings USING hnsw "
                  f"((embedding::vector({spec.dim})) vector_cosine_ops) WHERE model_key = '{model}'")
     conn.commit()
@@ -183,7 +183,7 @@ def test_an_hnsw_index_built_under_other_graph_parameters_is_replaced_once(mem, 
     vocabulary's parameters, which the HNSW walk uses; a second run builds nothing."""
     spec = embeddings.model_spec(T1)
     prefix = earlier_index(conn, T1)
-    current = f"{prefix}_m{V.HNSW_M}_ef{V.HNSW_EF_CONSTRUCTION}"
+    current = embeddings.model_index_name(spec)
     mem.remember(project="acme", **FACT)
     assert embeddings.embed_changes(conn, embedder) == {"changes": 1, "embedded": 1}
     expected = [(current, [f"m={V.HNSW_M}", f"ef_construction={V.HNSW_EF_CONSTRUCTION}"])]
@@ -192,12 +192,39 @@ def test_an_hnsw_index_built_under_other_graph_parameters_is_replaced_once(mem, 
     embeddings.ensure_model_index(conn, spec)
     assert model_indexes(conn, prefix) == expected
     assert conn.execute("SELECT %s::regclass::oid", (current,)).fetchone()[0] == oid
-    conn.execute("SET enable_seqscan = off")
-    plan = "\n".join(row[0] for row in conn.execute(
-        f"EXPLAIN SELECT unit_id FROM memory_embeddings WHERE model_key = '{T1}' "
-        f"ORDER BY embedding::vector({spec.dim}) <=> %s::vector({spec.dim}) LIMIT 10",
-        (np.ones(spec.dim, dtype=np.float32) / np.sqrt(spec.dim),)).fetchall())
-    assert current in plan, plan
+    assert index_scans_of_a_walk(conn, spec, "acme") == {current: 1}
+
+
+def index_scans_of_a_walk(conn, spec, project):
+    """The scans of the model's indexes by one call of recall's HNSW walk (sql/029), counted in its transaction."""
+    query = np.ones(spec.dim, dtype=np.float32) / np.sqrt(spec.dim)
+    with conn.transaction():
+        walked = conn.execute("SELECT unit_id, distance FROM memory_hnsw_walk(%s, %s, %s, %s::vector, 10, 1000000, 0)",
+                              (project, spec.key, spec.dim, query)).fetchall()
+        assert walked, "the walk found no vector"
+        scans = dict(conn.execute("SELECT c.relname, pg_stat_get_xact_numscans(c.oid) FROM pg_class c "
+                                  "WHERE c.relkind = 'i' AND starts_with(c.relname, %s)",
+                                  (embeddings.model_index_prefix(spec),)))
+    return {name: count for name, count in scans.items() if count}
+
+
+def test_the_walk_orders_by_the_graphs_half_precision_copies_and_returns_exact_distances(mem, conn, embedder):
+    """The graph holds half-precision copies (HNSW_GRAPH_TYPE) and the walk reads them through the index, but the
+    distance it returns is the stored vector's to the full question, so the fusion ranks by the model's own vectors."""
+    spec = embeddings.model_spec(T1)
+    for i in range(3):
+        mem.remember(project="acme", **{**FACT, "title": f"{FACT['title']} {i}", "body": f"{FACT['body']} ({i})"})
+    embeddings.embed_changes(conn, embedder)
+    assert index_scans_of_a_walk(conn, spec, "acme") == {embeddings.model_index_name(spec): 1}
+    question = embedder.encode(["which database needs TLS?"])[0]
+    walked = conn.execute("SELECT w.distance, e.embedding <=> %(q)s::vector, "
+                          "e.embedding::halfvec(384) <=> %(q)s::vector::halfvec(384) "
+                          "FROM memory_hnsw_walk('acme', %(model)s, 384, %(q)s::vector, 10, 1000000, 0) AS w "
+                          "JOIN memory_embeddings e ON e.unit_id = w.unit_id AND e.model_key = %(model)s",
+                          {"q": question, "model": T1}).fetchall()
+    assert len(walked) == 3
+    assert all(distance == exact for distance, exact, _ in walked), walked
+    assert any(exact != half for _, exact, half in walked), walked  # else this test could not tell them apart
     conn.rollback()
 
 
@@ -222,15 +249,16 @@ def test_runs_that_find_earlier_hnsw_indexes_together_build_each_new_one_once(cl
     for runner in runners:
         runner.join()
     assert errors == []
-    for prefix in prefixes.values():
-        assert [name for name, _ in model_indexes(conn, prefix)] == [f"{prefix}_m{V.HNSW_M}_ef{V.HNSW_EF_CONSTRUCTION}"]
+    for model, prefix in prefixes.items():
+        current = embeddings.model_index_name(embeddings.model_spec(model))
+        assert [name for name, _ in model_indexes(conn, prefix)] == [current]
 
 
 def test_a_replaced_index_waits_for_no_reader_and_goes_at_the_next_run(clean, conn):
     """The earlier index is dropped only if the table's lock comes within INDEX_DROP_LOCK_TIMEOUT_MS: a reader in a
     long transaction leaves both indexes (requests never queue behind the drop) and the next run drops it."""
     prefix = earlier_index(conn, T1)
-    current = f"{prefix}_m{V.HNSW_M}_ef{V.HNSW_EF_CONSTRUCTION}"
+    current = embeddings.model_index_name(embeddings.model_spec(T1))
     with psycopg.connect(clean, **connection_kwargs()) as reader, reader.transaction():
         reader.execute("SELECT count(*) FROM memory_embeddings").fetchone()
         embeddings.ensure_model_index(conn, embeddings.model_spec(T1))

@@ -1,6 +1,6 @@
 -- The dense leg as common table expressions (ctx, dense_hnsw, dense_exact, dense), shared by recall/candidates and
 -- recall/dense (the leg alone, which bench/recall.py sets beside numpy): exact for a project under hnsw_min units,
--- else the HNSW first phase over the model's partial index (memory_hnsw_walk, sql/020_hnsw_walk.sql), with the exact
+-- else the HNSW first phase over the model's partial index (memory_hnsw_walk, sql/020 and sql/029), with the exact
 -- scan as fallback when its over-fetch leaves fewer than hnsw_candidates rows. {dim} and {model} are the model the
 -- query vector was encoded for; when another model serves, the leg is empty. ctx carries the serving model and the
 -- project's size.
