@@ -359,6 +359,10 @@ HNSW_EF_CONSTRUCTION = 128
 # and returns exact distances): ~0.58x the index at 100,000 vectors, each insert ~0.8x, the same top 10 (docs/scaling.md
 # item 15); sql/029's walk and curation/nearest_older_hnsw order by this type
 HNSW_GRAPH_TYPE = "halfvec"
+# a model with no index yet writes its vectors first and builds the graph over them after, while it lacks at most this
+# many (a build holds off every vector write, a forget's deletes too: ~30 s at 100,000 on two cores); more, and the
+# run builds it first and inserts into it (embeddings.index_before_writes)
+HNSW_BUILD_AFTER_MAX_VECTORS = 100_000
 HNSW_BUILD_LOCK = "memory_embeddings_hnsw"  # the advisory lock one model index check or build holds at a time
 INDEX_DROP_LOCK_TIMEOUT_MS = 500  # a replaced index's drop gives up sooner than readers would queue behind it
 HNSW_CANDIDATES = 40             # the HNSW phase's dense candidates (or k)

@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from memory_assets import embeddings, gates
 from memory_assets import vocabulary as V
 
@@ -59,6 +61,29 @@ SECRETS = [
 def embed_all(conn: Any, embedder: embeddings.Embedder) -> None:
     """Embed every stale unit with the test embedder (what the unit_embeddings asset does per day)."""
     embeddings.embed_units(conn, embedder, embeddings.stale_units(conn, embedder.spec.key, limit=10_000))
+
+
+def without_model_index(conn: Any, spec: embeddings.ModelSpec) -> None:
+    """The model's HNSW indexes dropped (they outlive each test's truncation), as in a store that never embedded with
+    it."""
+    for name in embeddings.model_indexes(conn, embeddings.model_index_prefix(spec)):
+        conn.execute(f"DROP INDEX {name}")
+    conn.commit()
+
+
+def indexes_at_each_write(monkeypatch: Any, spec: embeddings.ModelSpec, fail_first: bool = False) -> list[list[str]]:
+    """Record the model's indexes standing when each batch of vectors is written (failing the first, if asked)."""
+    seen: list[list[str]] = []
+    write_vectors = embeddings.write_vectors
+
+    def recording(own: Any, *args: Any) -> int:
+        seen.append(embeddings.model_indexes(own, embeddings.model_index_prefix(spec)))
+        if fail_first and len(seen) == 1:
+            raise psycopg.OperationalError("the server went away mid-run")
+        return write_vectors(own, *args)
+
+    monkeypatch.setattr(embeddings, "write_vectors", recording)
+    return seen
 
 
 def units_counted(conn: Any) -> float:

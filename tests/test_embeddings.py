@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import threading
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from memory_assets import authz, embeddings, gates, journal, lifecycle
 from memory_assets import vocabulary as V
 from memory_assets.database import connection_kwargs
 from memory_assets.errors import ValidationError
-from tests.cases import T1, T2
+from tests.cases import T1, T2, indexes_at_each_write, without_model_index
 
 FACT = dict(kind="env", type="semantic", title="Staging database requires TLS",
             body="The staging PostgreSQL only accepts connections with sslmode=require.")
@@ -226,6 +227,57 @@ def test_the_walk_orders_by_the_graphs_half_precision_copies_and_returns_exact_d
     assert all(distance == exact for distance, exact, _ in walked), walked
     assert any(exact != half for _, exact, half in walked), walked  # else this test could not tell them apart
     conn.rollback()
+
+
+def test_a_models_first_vectors_go_in_before_its_graph_which_is_built_once_after_the_last_day(
+        mem, conn, embedder, monkeypatch, today):
+    """A model with no HNSW index yet (a new store, a new model's backfill) writes its vectors without one and builds
+    the graph over them after the run's last day (one build instead of an insert per vector); from then on every
+    run writes into the graph, which the walk reads."""
+    spec = embedder.spec
+    without_model_index(conn, spec)
+    for i in range(3):
+        mem.remember(project="acme", **{**FACT, "title": f"{FACT['title']} {i}", "body": f"{FACT['body']} ({i})"})
+    yesterday = today - timedelta(days=1)
+    conn.execute("UPDATE memory_units SET created_at = created_at - interval '1 day' WHERE number = 1")
+    conn.commit()
+    seen = indexes_at_each_write(monkeypatch, spec)
+    assert embeddings.embed_days(conn, embedder, [yesterday, today]) == {"embedded": 3, "written": 3}
+    assert seen == [[], []]  # one batch a day, neither into a graph
+    assert embeddings.model_indexes(conn, embeddings.model_index_prefix(spec)) == [embeddings.model_index_name(spec)]
+    assert index_scans_of_a_walk(conn, spec, "acme") == {embeddings.model_index_name(spec): 1}
+    mem.remember(project="acme", **{**FACT, "title": "Production database requires TLS"})
+    assert embeddings.embed_day(conn, embedder, today)["written"] == 1
+    assert seen[-1] == [embeddings.model_index_name(spec)]
+
+
+def test_a_model_lacking_more_vectors_than_the_bound_builds_its_graph_first(mem, conn, embedder, monkeypatch):
+    """The build after the writes holds off every vector write (a forget's deletes too) for its duration, so a model
+    that lacks more than HNSW_BUILD_AFTER_MAX_VECTORS builds its empty graph first and inserts into it, as before."""
+    spec = embedder.spec
+    without_model_index(conn, spec)
+    for i in range(2):
+        mem.remember(project="acme", **{**FACT, "title": f"{FACT['title']} {i}", "body": f"{FACT['body']} ({i})"})
+    monkeypatch.setattr(V, "HNSW_BUILD_AFTER_MAX_VECTORS", 1)
+    seen = indexes_at_each_write(monkeypatch, spec)
+    assert embeddings.embed_changes(conn, embedder) == {"changes": 2, "embedded": 2}
+    assert seen == [[embeddings.model_index_name(spec)]]
+
+
+def test_a_run_that_fails_before_the_first_graph_leaves_it_to_the_next_run(mem, conn, embedder, monkeypatch):
+    """A failed run of a model with no index builds none (not over part of the vectors, and no run waits on it); the
+    next run writes what is left and builds it then."""
+    spec = embedder.spec
+    without_model_index(conn, spec)
+    mem.remember(project="acme", **FACT)
+    seen = indexes_at_each_write(monkeypatch, spec, fail_first=True)
+    with pytest.raises(psycopg.OperationalError):
+        embeddings.embed_changes(conn, embedder)
+    conn.rollback()
+    assert embeddings.model_indexes(conn, embeddings.model_index_prefix(spec)) == []
+    assert embeddings.embed_changes(conn, embedder) == {"changes": 1, "embedded": 1}
+    assert seen == [[], []]
+    assert embeddings.model_indexes(conn, embeddings.model_index_prefix(spec)) == [embeddings.model_index_name(spec)]
 
 
 def test_runs_that_find_earlier_hnsw_indexes_together_build_each_new_one_once(clean, conn):

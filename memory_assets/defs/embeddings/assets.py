@@ -1,5 +1,6 @@
 """Vectors per (embedding model, day): a new model is a new partition, re-embedding is a backfill."""
 
+import functools
 from datetime import date
 from typing import Any
 
@@ -27,13 +28,21 @@ def unit_embeddings(context: dg.AssetExecutionContext, postgres: PostgresResourc
                     embedder: EmbedderResource) -> dg.MaterializeResult[Any]:
     """Version-bound vectors of every unit created that day, for that model; re-running writes nothing new."""
     totals = {"embedded": 0, "written": 0}
-    keys = sorted((dg.MultiPartitionKey(k) if not isinstance(k, dg.MultiPartitionKey) else k
-                   for k in context.partition_keys), key=str)
+    days_by_model: dict[str, list[date]] = {}
+    for key in context.partition_keys:
+        dimensions = (key if isinstance(key, dg.MultiPartitionKey) else dg.MultiPartitionKey(key)).keys_by_dimension
+        days_by_model.setdefault(dimensions["model"], []).append(date.fromisoformat(dimensions["day"]))
+    partitions, done = len(context.partition_keys), 0
+
+    def day_done(model_key: str, day: date, counts: dict[str, int]) -> None:
+        nonlocal done
+        done += 1
+        if counts["embedded"] or done == partitions:
+            context.log.info(f"partition {done}/{partitions} {model_key} {day}: {counts}")
+
     with postgres.memory().connection() as conn, tqdm(desc="embed", unit="unit", disable=None) as bar:
-        for number, key in enumerate(keys, start=1):
-            model_key, day = key.keys_by_dimension["model"], date.fromisoformat(key.keys_by_dimension["day"])
-            counts = embeddings.embed_day(conn, embedder.embedder(model_key), day, progress=bar.update)
+        for model_key, days in sorted(days_by_model.items()):
+            counts = embeddings.embed_days(conn, embedder.embedder(model_key), sorted(days), progress=bar.update,
+                                           day_done=functools.partial(day_done, model_key))
             totals = {k: totals[k] + counts[k] for k in totals}
-            if counts["embedded"] or number == len(keys):
-                context.log.info(f"partition {number}/{len(keys)} {model_key} {day}: {counts}")
-    return dg.MaterializeResult(metadata={"partitions": len(keys), **totals})
+    return dg.MaterializeResult(metadata={"partitions": partitions, **totals})

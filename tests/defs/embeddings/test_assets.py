@@ -6,12 +6,13 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 from click.testing import CliRunner
 
+from memory_assets import embeddings
 from memory_assets.cli import main
 from memory_assets.definitions import defs
 from memory_assets.defs import runner
 from memory_assets.defs.curation.assets import curated_units
 from memory_assets.defs.embeddings.assets import unit_embeddings
-from tests.cases import T1, T2
+from tests.cases import T1, T2, indexes_at_each_write, without_model_index
 
 
 def three_days(today):
@@ -42,20 +43,26 @@ def vectors(conn):
                         "GROUP BY 1 ORDER BY 1").fetchall()
 
 
-def test_a_second_model_backfilled_over_three_days_coexists_and_serving_switches(mem, conn, today):
+def test_a_second_model_backfilled_over_three_days_coexists_and_serving_switches(mem, conn, today, monkeypatch):
     days = three_days(today)
     seed_three_days(mem, conn, today)
     instance = dg.DagsterInstance.ephemeral()
     for day in days:
         result = run(unit_embeddings, instance, partition_key=f"{day.isoformat()}|{T1}")
         assert result.get_asset_materialization_events()[0].materialization.metadata["written"].value == 2
-    # one single-run backfill of the new model over the three day partitions
+    # one single-run backfill of the new model over the three day partitions: its vectors written first, its HNSW
+    # graph built once over them after the last day
+    spec = embeddings.model_spec(T2)
+    without_model_index(conn, spec)
+    seen = indexes_at_each_write(monkeypatch, spec)
     backfill = run(unit_embeddings, instance, tags={
         "dagster/asset_partition_range_start": f"{days[0].isoformat()}|{T2}",
         "dagster/asset_partition_range_end": f"{days[-1].isoformat()}|{T2}"})
     metadata = backfill.get_asset_materialization_events()[0].materialization.metadata
     assert (metadata["partitions"].value, metadata["written"].value) == (3, 6)
     assert [(m, n) for m, n, _ in vectors(conn)] == [(T1, 6), (T2, 6)]
+    assert seen == [[], [], []]
+    assert embeddings.model_indexes(conn, embeddings.model_index_prefix(spec)) == [embeddings.model_index_name(spec)]
 
     # re-materialising a partition writes nothing new
     before = vectors(conn)
