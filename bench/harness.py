@@ -169,9 +169,11 @@ GOALS = (
          "with the order alternating; what is left is the server's HNSW inserts on the same two cores as the "
          "model, which the graph's ef_construction 128 made dearer (64 against 128, alternating on one EPYC: "
          "0.926 / 0.903 against 0.901 / 0.906x, then 0.888 / 0.854 against 0.799 / 0.797x; docs/scaling.md item "
-         "14), the price of 0.98 instead of 0.95 of the exact top 10 at 100,000 units. Next: a new model's "
-         "backfill writing its vectors before its index is built (a 100,000-vector build is ~0.3 ms a vector, "
-         "one insert into that index 2.4-3.5 ms)"),
+         "14), the price of 0.98 instead of 0.95 of the exact top 10 at 100,000 units. An insert costs the server "
+         "0.73-0.77 ms of CPU into a 1,000-vector graph, 2.5-3.5 ms into a 100,000-vector one (item 15); a model's "
+         "first run writes before it builds its graph (item 16: 0.916x where the stage was 0.875x in one run). "
+         "On two cores every ms of the server's is one the model waits for; next: the server on cores of its own "
+         "(a host of its own in the compose deployment), or a cheaper insert (m or ef_construction, item 14)"),
     Goal("recall p95 under 16 writers + 4 readers / alone", "load", ("ratios", "recall_p95_under_load_vs_alone"), 3.0,
          True, X,
          "bounded pools, gates off the readers' path, no lock across model calls (item 4)"),
@@ -180,14 +182,17 @@ GOALS = (
          "0.0005 apart at the median) are HNSW's hard case: with ef_construction 128 ef_search 100-400 keeps "
          "0.47-0.74 (0.40-0.66 with 64, bench/results/epyc-a0b93a0-full); a raw walk on a graph built with 200 "
          "kept 0.78 at 400 and 0.84 at 600, and text-like vectors (LoCoMo turns plus noise of their own "
-         "covariance) 0.84 at 400 and 0.91 at 1,000 with 64 (docs/scaling.md item 14). Next: m 32 at build (0.99 "
-         "at ef_search 100 on 100,000 vectors, a 2.7x build), or an exact re-rank of a wider candidate set"),
+         "covariance) 0.84 at 400 and 0.91 at 1,000 with 64 (docs/scaling.md item 14); queries drawn from the "
+         "clusters instead of a stored vector plus noise keep 0.93 at 400 on a 1M graph built alike (item 15). "
+         "Next: m 32 at build (0.99 at ef_search 100 on 100,000 vectors, a 2.7x build), or an exact re-rank of a wider "
+         "candidate set"),
     Goal("recall p95 at 1M units", "recall", ("sizes", "1000000", "ours_ms", "p95"), 20.0, True, " ms",
          "the HNSW walk itself (the search 14.2 of a 16.6 ms p50 call at ef_search 400 with the index in the page "
          "cache; 34 of 44 ms when PostgreSQL's 128 MB held a thirtieth of it: docs/scaling.md item 13); the same "
          "run's ef_search sweep timed 15.8 / 17.8 ms p50 / p95 at 400, and a0b93a0 17.3 ms p95 on the graph built "
-         "with ef_construction 64: the bound is within the machine's noise. Next: a partitioned or quantised index, "
-         "a smaller ef_search once recall holds"),
+         "with ef_construction 64: the bound is within the machine's noise (19.5 ms p95 at a4c9525 on the "
+         "half-precision graph, whose raw walks took the time of full precision's, docs/scaling.md item 15). Next: "
+         "a partitioned index, a smaller ef_search once recall holds"),
     Goal("daily graph run wall time / sum of its asset times", "graph", ("ratio_wall_vs_asset_times",), 1.5, True,
          X, "one run for the whole day instead of one per asset"),
 )
@@ -344,8 +349,9 @@ def summary(size: str, info: dict, parts: dict[str, dict], results: dict[str, di
         lines += ["", "## Writes", "", "units/s (median): " + ", ".join(f"{k} {v}" for k, v in rates.items())]
     if "embed" in results:
         embed = results["embed"]
-        lines += ["", "## Embedding", "", f"stage / raw encode(): {embed.get('ratio_stage_vs_raw_encode')}{X} "
-                  f"({embed.get('units_per_second_median')})"]
+        lines += ["", "## Embedding", "", f"stage / raw encode(): {embed.get('ratio_stage_vs_raw_encode')}{X}; "
+                  f"a model's first run (its graph built after its vectors) / raw encode(): "
+                  f"{embed.get('ratio_first_run_vs_raw_encode')}{X} ({embed.get('units_per_second_median')})"]
     return "\n".join(lines) + "\n"
 
 
