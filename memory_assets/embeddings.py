@@ -354,6 +354,7 @@ def ensure_model_index(conn: psycopg.Connection[Any], spec: ModelSpec) -> None:
                                                                         ef=sql.Literal(V.HNSW_EF_CONSTRUCTION)),
                 where=sql.SQL("model_key = {model}").format(model=sql.Literal(spec.key)),
             ))
+        conn.execute(query("embeddings/clear_earlier_graph"), {"key": V.SETTING_HNSW_EARLIER_GRAPH + spec.key})
     # the earlier index goes after the build has committed, and only if the table's lock comes soon: every request
     # reading the table queues behind a drop that waits; one left standing is dropped by the next run
     for index in earlier:
@@ -448,13 +449,13 @@ def embed_units(conn: psycopg.Connection[Any], embedder: Embedder, units: list[t
 
 def index_before_writes(conn: psycopg.Connection[Any], spec: ModelSpec) -> bool:
     """Build or upgrade the model's HNSW index before a run writes vectors; False, building nothing, while the model
-    has no index at all and lacks at most HNSW_BUILD_AFTER_MAX_VECTORS: its first vectors go in before the graph and
-    the run builds it over them afterwards (one build costs ~0.3 ms a vector at 100,000, an insert into that graph
-    2.5-3.5 ms of the server's CPU; the build holds off vector writes meanwhile, hence the bound)."""
+    has no index at all and the store holds at most HNSW_BUILD_AFTER_MAX_VECTORS units that can have vectors: its
+    vectors go in before the graph and the run builds it over them afterwards (one build costs ~0.3 ms a vector at
+    100,000, an insert into that graph 2.5-3.5 ms of the server's CPU; the build holds off vector writes meanwhile,
+    hence the bound)."""
     if not model_indexes(conn, model_index_prefix(spec)):
         limit = V.HNSW_BUILD_AFTER_MAX_VECTORS + 1
-        stale = one(conn.execute(query("embeddings/stale_count"), {"model": spec.key, "limit": limit}))[0]
-        if stale < limit:
+        if one(conn.execute(query("embeddings/embeddable_count"), {"limit": limit}))[0] < limit:
             return False
     ensure_model_index(conn, spec)
     conn.commit()

@@ -15,7 +15,7 @@ from memory_assets import authz, embeddings, gates, journal, lifecycle
 from memory_assets import vocabulary as V
 from memory_assets.database import connection_kwargs
 from memory_assets.errors import ValidationError
-from tests.cases import T1, T2, indexes_at_each_write, without_model_index
+from tests.cases import REPO, T1, T2, indexes_at_each_write, without_model_index
 
 FACT = dict(kind="env", type="semantic", title="Staging database requires TLS",
             body="The staging PostgreSQL only accepts connections with sslmode=require.")
@@ -209,6 +209,23 @@ def index_scans_of_a_walk(conn, spec, project):
     return {name: count for name, count in scans.items() if count}
 
 
+def test_a_store_upgraded_from_a_full_precision_graph_walks_it_until_the_new_one_is_built(mem, conn, embedder):
+    """sql/030 marks a model whose index is an earlier release's graph of full-precision vectors: the walk reads that
+    index, not a sort of the project's every vector, until the model's next embedding run has built the
+    half-precision graph, which clears the mark in the same transaction."""
+    spec = embedder.spec
+    mem.remember(project="acme", **FACT)
+    embeddings.embed_changes(conn, embedder)
+    prefix = earlier_index(conn, T1)  # the store as the release before left it
+    conn.execute((REPO / "sql" / "030_hnsw_walk_reads_an_earlier_graph.sql").read_text())
+    conn.commit()
+    assert index_scans_of_a_walk(conn, spec, "acme") == {prefix: 1}
+    embeddings.ensure_model_index(conn, spec)
+    assert index_scans_of_a_walk(conn, spec, "acme") == {embeddings.model_index_name(spec): 1}
+    assert conn.execute("SELECT count(*) FROM memory_settings WHERE starts_with(key, %s)",
+                        (V.SETTING_HNSW_EARLIER_GRAPH,)).fetchone()[0] == 0
+
+
 def test_the_walk_orders_by_the_graphs_half_precision_copies_and_returns_exact_distances(mem, conn, embedder):
     """The graph holds half-precision copies (HNSW_GRAPH_TYPE) and the walk reads them through the index, but the
     distance it returns is the stored vector's to the full question, so the fusion ranks by the model's own vectors."""
@@ -251,31 +268,40 @@ def test_a_models_first_vectors_go_in_before_its_graph_which_is_built_once_after
     assert seen[-1] == [embeddings.model_index_name(spec)]
 
 
-def test_a_model_lacking_more_vectors_than_the_bound_builds_its_graph_first(mem, conn, embedder, monkeypatch):
+def test_a_store_of_more_units_than_the_bound_builds_a_new_models_graph_first(mem, conn, embedder, monkeypatch,
+                                                                            today):
     """The build after the writes holds off every vector write (a forget's deletes too) for its duration, so a model
-    that lacks more than HNSW_BUILD_AFTER_MAX_VECTORS builds its empty graph first and inserts into it, as before."""
+    with no index in a store of more than HNSW_BUILD_AFTER_MAX_VECTORS units that can have vectors (what that graph
+    would cover) builds its empty graph first and inserts into it, as before; at the bound it still writes first."""
     spec = embedder.spec
-    without_model_index(conn, spec)
     for i in range(2):
         mem.remember(project="acme", **{**FACT, "title": f"{FACT['title']} {i}", "body": f"{FACT['body']} ({i})"})
-    monkeypatch.setattr(V, "HNSW_BUILD_AFTER_MAX_VECTORS", 1)
     seen = indexes_at_each_write(monkeypatch, spec)
-    assert embeddings.embed_changes(conn, embedder) == {"changes": 2, "embedded": 2}
-    assert seen == [[embeddings.model_index_name(spec)]]
+    for bound, expected in ((2, []), (1, [embeddings.model_index_name(spec)])):
+        without_model_index(conn, spec)
+        conn.execute("DELETE FROM memory_embeddings")
+        conn.commit()
+        monkeypatch.setattr(V, "HNSW_BUILD_AFTER_MAX_VECTORS", bound)
+        assert embeddings.embed_day(conn, embedder, today)["written"] == 2
+        assert seen[-1] == expected, bound
 
 
-def test_a_run_that_fails_before_the_first_graph_leaves_it_to_the_next_run(mem, conn, embedder, monkeypatch):
+@pytest.mark.parametrize("run", ["changes", "day"])
+def test_a_run_that_fails_before_the_first_graph_leaves_it_to_the_next_run(mem, conn, embedder, monkeypatch, run,
+                                                                           today):
     """A failed run of a model with no index builds none (not over part of the vectors, and no run waits on it); the
-    next run writes what is left and builds it then."""
+    next run writes what is left and builds it then: the sensor's run of the changes and a day's partition alike."""
     spec = embedder.spec
     without_model_index(conn, spec)
     mem.remember(project="acme", **FACT)
     seen = indexes_at_each_write(monkeypatch, spec, fail_first=True)
+    embed = (lambda: embeddings.embed_changes(conn, embedder)["embedded"]) if run == "changes" else (
+        lambda: embeddings.embed_day(conn, embedder, today)["written"])
     with pytest.raises(psycopg.OperationalError):
-        embeddings.embed_changes(conn, embedder)
+        embed()
     conn.rollback()
     assert embeddings.model_indexes(conn, embeddings.model_index_prefix(spec)) == []
-    assert embeddings.embed_changes(conn, embedder) == {"changes": 1, "embedded": 1}
+    assert embed() == 1
     assert seen == [[], []]
     assert embeddings.model_indexes(conn, embeddings.model_index_prefix(spec)) == [embeddings.model_index_name(spec)]
 
