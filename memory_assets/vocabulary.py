@@ -235,7 +235,7 @@ EMBED_CONTEXT_MAX_CHARS = 300
 DEFAULT_SERVING_MODEL = "minilm-l6@gt0.1-t1"
 SETTING_SERVING_MODEL = "serving_model"
 # memory_settings key prefix (+ model key): the model's HNSW index is still an earlier release's graph of full-
-# precision vectors, which recall's walk reads until the current one is built (sql/030, ensure_model_index)
+# precision vectors, which recall's walk reads until the current one is built (sql/029, ensure_model_index)
 SETTING_HNSW_EARLIER_GRAPH = "hnsw_earlier_graph:"
 EMBED_BATCH_SIZE = 64
 EMBED_PAGE_SIZE = 512  # units read, encoded and committed per page: a stopped backfill resumes after the last page
@@ -360,7 +360,7 @@ HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 128
 # the graph holds half-precision copies of the vectors (the table keeps the model's own; the walk orders by the copies
 # and returns exact distances): ~0.58x the index at 100,000 vectors, each insert ~0.8x, the same top 10 (docs/scaling.md
-# item 15). A name, not a knob: sql/029-030's walk spells halfvec itself (migrations are not spelled from here)
+# item 15). A name, not a knob: sql/029's walk spells halfvec itself (migrations are not spelled from here)
 HNSW_GRAPH_TYPE = "halfvec"
 # a model with no index yet writes its vectors first and builds the graph over them after, while the store holds at
 # most this many units that can have vectors (a build holds off every vector write, a forget's deletes too: ~30 s at

@@ -210,14 +210,14 @@ def index_scans_of_a_walk(conn, spec, project):
 
 
 def test_a_store_upgraded_from_a_full_precision_graph_walks_it_until_the_new_one_is_built(mem, conn, embedder):
-    """sql/030 marks a model whose index is an earlier release's graph of full-precision vectors: the walk reads that
+    """sql/029 marks a model whose index is an earlier release's graph of full-precision vectors: the walk reads that
     index, not a sort of the project's every vector, until the model's next embedding run has built the
     half-precision graph, which clears the mark in the same transaction."""
     spec = embedder.spec
     mem.remember(project="acme", **FACT)
     embeddings.embed_changes(conn, embedder)
     prefix = earlier_index(conn, T1)  # the store as the release before left it
-    conn.execute((REPO / "sql" / "030_hnsw_walk_reads_an_earlier_graph.sql").read_text())
+    conn.execute((REPO / "sql" / "029_hnsw_walk_halfvec.sql").read_text())
     conn.commit()
     assert index_scans_of_a_walk(conn, spec, "acme") == {prefix: 1}
     embeddings.ensure_model_index(conn, spec)
