@@ -453,12 +453,14 @@ def index_before_writes(conn: psycopg.Connection[Any], spec: ModelSpec) -> bool:
     vectors go in before the graph and the run builds it over them afterwards (one build costs ~0.3 ms a vector at
     100,000, an insert into that graph 2.5-3.5 ms of the server's CPU; the build holds off vector writes meanwhile,
     hence the bound)."""
-    if not model_indexes(conn, model_index_prefix(spec)):
+    found = model_indexes(conn, model_index_prefix(spec))
+    if found == [model_index_name(spec)]:  # every run but the first: the catalog read once
+        return True
+    if not found:
         limit = V.HNSW_BUILD_AFTER_MAX_VECTORS + 1
         if one(conn.execute(query("embeddings/embeddable_count"), {"limit": limit}))[0] < limit:
             return False
     ensure_model_index(conn, spec)
-    conn.commit()
     return True
 
 
@@ -476,7 +478,6 @@ def embed_days(conn: psycopg.Connection[Any], embedder: Embedder, days: list[dat
             day_done(day, counts)
     if not indexed:
         ensure_model_index(conn, embedder.spec)
-        conn.commit()
     return totals
 
 
@@ -531,7 +532,6 @@ def embed_changes(conn: psycopg.Connection[Any], embedder: Embedder,
     conn.commit()
     if not indexed:
         ensure_model_index(conn, embedder.spec)
-        conn.commit()
     return totals
 
 
