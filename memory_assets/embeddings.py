@@ -8,8 +8,10 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -331,32 +333,33 @@ def model_index_name(spec: ModelSpec) -> str:
 
 def ensure_model_index(conn: psycopg.Connection[Any], spec: ModelSpec) -> None:
     """An HNSW index per model over its fixed dimension (pgvector indexes need one dimension), its graph built with
-    the vocabulary's m and ef_construction over half-precision copies of the vectors: an index built otherwise is
-    replaced once, here."""
+    the vocabulary's m and ef_construction over half-precision copies of the vectors, concurrently, so vector writes
+    go on meanwhile: an index built otherwise is replaced once, and one a failed build left invalid is made again."""
     prefix, name = model_index_prefix(spec), model_index_name(spec)
-    if model_indexes(conn, prefix) == [name]:  # every run but the first: no lock, no DDL (which locks the table)
+    if model_indexes(conn, prefix) == [name]:  # every run but the first: no lock, no DDL
         return
-    with conn.transaction():
-        # one build at a time, whatever the model: runs of one model started together (a backfill's days) build it
-        # once, the others wait here and then find it
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (V.HNSW_BUILD_LOCK,))
+    with build_lock(conn):
+        for leftover in model_indexes(conn, prefix, valid=False):  # no build runs now: each is a failed one's
+            log.info("model %s: dropping HNSW index %s, left invalid by a failed build", spec.key, leftover)
+            conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(leftover)))
         found = model_indexes(conn, prefix)
         earlier = [index for index in found if index != name]
         if name not in found:
-            log.info("model %s: building its HNSW index %s (replacing: %s)", spec.key, name, ", ".join(earlier) or "-")
+            log.info("model %s: building its HNSW index %s concurrently (replacing: %s)", spec.key, name,
+                     ", ".join(earlier) or "-")
             # DDL composed per model at run time (a dimension and a key), so it cannot be a prepared named query.
-            ddl = sql.SQL("CREATE INDEX {name} ON memory_embeddings USING hnsw ({column}) WITH ({graph}) WHERE {where}")
+            ddl = sql.SQL("CREATE INDEX CONCURRENTLY {name} ON memory_embeddings USING hnsw ({column}) {graph} {where}")
             conn.execute(ddl.format(
                 name=sql.Identifier(name),
                 column=sql.SQL("(embedding::{graph}({dim})) {graph}_cosine_ops").format(
                     graph=sql.SQL(V.HNSW_GRAPH_TYPE), dim=sql.Literal(int(spec.dim))),
-                graph=sql.SQL("m = {m}, ef_construction = {ef}").format(m=sql.Literal(V.HNSW_M),
-                                                                        ef=sql.Literal(V.HNSW_EF_CONSTRUCTION)),
-                where=sql.SQL("model_key = {model}").format(model=sql.Literal(spec.key)),
+                graph=sql.SQL("WITH (m = {m}, ef_construction = {ef})").format(
+                    m=sql.Literal(V.HNSW_M), ef=sql.Literal(V.HNSW_EF_CONSTRUCTION)),
+                where=sql.SQL("WHERE model_key = {model}").format(model=sql.Literal(spec.key)),
             ))
         conn.execute(query("embeddings/clear_earlier_graph"), {"key": V.SETTING_HNSW_EARLIER_GRAPH + spec.key})
-    # the earlier index goes after the build has committed, and only if the table's lock comes soon: every request
-    # reading the table queues behind a drop that waits; one left standing is dropped by the next run
+    # the earlier index goes after the build, and only if the table's lock comes soon: every request reading the
+    # table queues behind a drop that waits; one left standing is dropped by the next run
     for index in earlier:
         try:
             with conn.transaction():
@@ -366,9 +369,30 @@ def ensure_model_index(conn: psycopg.Connection[Any], spec: ModelSpec) -> None:
             log.info("model %s: HNSW index %s left for the next run (its table is busy)", spec.key, index)
 
 
-def model_indexes(conn: psycopg.Connection[Any], prefix: str) -> list[str]:
-    """The names of memory_embeddings' indexes that start with a model's prefix."""
-    return [row[0] for row in conn.execute(query("embeddings/model_indexes"), {"prefix": prefix}).fetchall()]
+@contextmanager
+def build_lock(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """One index build at a time, whatever the model (runs of one model started together build it once: the others
+    wait, then find it), held by the session, since a concurrent build cannot run in a transaction. It is asked for
+    again every HNSW_BUILD_LOCK_POLL_SECONDS rather than waited for: a statement waiting on it would hold a snapshot,
+    which the build in progress waits for in turn (a deadlock)."""
+    waited = False
+    while not one(conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (V.HNSW_BUILD_LOCK,)))[0]:
+        if not waited:
+            log.info("waiting for another run's HNSW index build")
+            waited = True
+        time.sleep(V.HNSW_BUILD_LOCK_POLL_SECONDS)
+    try:
+        yield
+    finally:
+        if not conn.closed:  # a lost session has let the lock go with it
+            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (V.HNSW_BUILD_LOCK,))
+
+
+def model_indexes(conn: psycopg.Connection[Any], prefix: str, *, valid: bool = True) -> list[str]:
+    """The names of memory_embeddings' valid indexes that start with a model's prefix (valid=False: the invalid
+    ones, a concurrent build's in progress or one a failed build left)."""
+    return [row[0] for row in
+            conn.execute(query("embeddings/model_indexes"), {"prefix": prefix, "valid": valid}).fetchall()]
 
 
 # --- Embedding ------------------------------------------------------------------------------
@@ -449,18 +473,13 @@ def embed_units(conn: psycopg.Connection[Any], embedder: Embedder, units: list[t
 
 def index_before_writes(conn: psycopg.Connection[Any], spec: ModelSpec) -> bool:
     """Build or upgrade the model's HNSW index before a run writes vectors; False, building nothing, while the model
-    has no index at all and the store holds at most HNSW_BUILD_AFTER_MAX_VECTORS units that can have vectors: its
-    vectors go in before the graph and the run builds it over them afterwards (one build costs ~0.3 ms a vector at
-    100,000, an insert into that graph 2.5-3.5 ms of the server's CPU; the build holds off vector writes meanwhile,
-    hence the bound)."""
+    has no valid index at all: its vectors go in before the graph and the run builds it over them afterwards (a build
+    costs ~0.3 ms a vector at 100,000, where each insert into that graph costs the server 2.5-3.5 ms of CPU)."""
     found = model_indexes(conn, model_index_prefix(spec))
-    if found == [model_index_name(spec)]:  # every run but the first: the catalog read once
-        return True
     if not found:
-        limit = V.HNSW_BUILD_AFTER_MAX_VECTORS + 1
-        if one(conn.execute(query("embeddings/embeddable_count"), {"limit": limit}))[0] < limit:
-            return False
-    ensure_model_index(conn, spec)
+        return False
+    if found != [model_index_name(spec)]:  # every run but the first finds it: the catalog read once
+        ensure_model_index(conn, spec)
     return True
 
 

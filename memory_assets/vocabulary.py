@@ -362,11 +362,10 @@ HNSW_EF_CONSTRUCTION = 128
 # and returns exact distances): ~0.58x the index at 100,000 vectors, each insert ~0.8x, the same top 10 (docs/scaling.md
 # item 15). A name, not a knob: sql/029's walk spells halfvec itself (migrations are not spelled from here)
 HNSW_GRAPH_TYPE = "halfvec"
-# a model with no index yet writes its vectors first and builds the graph over them after, while the store holds at
-# most this many units that can have vectors (a build holds off every vector write, a forget's deletes too: ~30 s at
-# 100,000 on two cores); more, and the run builds it first and inserts into it (embeddings.index_before_writes)
-HNSW_BUILD_AFTER_MAX_VECTORS = 100_000
-HNSW_BUILD_LOCK = "memory_embeddings_hnsw"  # the advisory lock one model index check or build holds at a time
+# one model index build at a time (a session's advisory lock: a build is CREATE INDEX CONCURRENTLY, outside any
+# transaction), asked for again at this interval by a run that finds another's build under way
+HNSW_BUILD_LOCK = "memory_embeddings_hnsw"
+HNSW_BUILD_LOCK_POLL_SECONDS = 0.25
 INDEX_DROP_LOCK_TIMEOUT_MS = 500  # a replaced index's drop gives up sooner than readers would queue behind it
 HNSW_CANDIDATES = 40             # the HNSW phase's dense candidates (or k)
 # ef_search grows with the project, sqrt(units) between these bounds (bench/recall.py, synthetic vectors, top 10

@@ -66,7 +66,8 @@ def embed_all(conn: Any, embedder: embeddings.Embedder) -> None:
 def without_model_index(conn: Any, spec: embeddings.ModelSpec) -> None:
     """The model's HNSW indexes dropped (they outlive each test's truncation), as in a store that never embedded with
     it."""
-    for name in embeddings.model_indexes(conn, embeddings.model_index_prefix(spec)):
+    prefix = embeddings.model_index_prefix(spec)
+    for name in embeddings.model_indexes(conn, prefix) + embeddings.model_indexes(conn, prefix, valid=False):
         conn.execute(f"DROP INDEX {name}")
     conn.commit()
 

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -268,22 +269,65 @@ def test_a_models_first_vectors_go_in_before_its_graph_which_is_built_once_after
     assert seen[-1] == [embeddings.model_index_name(spec)]
 
 
-def test_a_store_of_more_units_than_the_bound_builds_a_new_models_graph_first(mem, conn, embedder, monkeypatch,
-                                                                            today):
-    """The build after the writes holds off every vector write (a forget's deletes too) for its duration, so a model
-    with no index in a store of more than HNSW_BUILD_AFTER_MAX_VECTORS units that can have vectors (what that graph
-    would cover) builds its empty graph first and inserts into it, as before; at the bound it still writes first."""
+def waits_for_a_lock(conn, other):
+    """Whether another connection's statement is waiting for a lock (a table's, or a transaction's end)."""
+    return conn.execute("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
+                        (other.info.backend_pid,)).fetchone()[0]
+
+
+def test_a_models_graph_is_built_while_vector_writes_go_on(mem, conn, clean, embedder, today):
+    """The build is concurrent: while it waits for a write in flight when it started, another run's vectors still go
+    in at once (a plain CREATE INDEX queued them behind its lock, for the whole build at 1M: ~9 min), and once that
+    write is done the graph stands and the walk reads it."""
     spec = embedder.spec
-    for i in range(2):
-        mem.remember(project="acme", **{**FACT, "title": f"{FACT['title']} {i}", "body": f"{FACT['body']} ({i})"})
+    name = embeddings.model_index_name(spec)
+    without_model_index(conn, spec)
+    mem.remember(project="acme", **FACT)
+    with psycopg.connect(clean, **connection_kwargs()) as builder_conn, \
+            psycopg.connect(clean, **connection_kwargs()) as inflight:
+        with inflight.transaction():
+            inflight.execute("LOCK TABLE memory_embeddings IN ROW EXCLUSIVE MODE")  # a write not yet committed
+            builder = threading.Thread(target=embeddings.ensure_model_index, args=(builder_conn, spec))
+            builder.start()
+            for _ in range(200):
+                if waits_for_a_lock(conn, builder_conn):
+                    break
+                time.sleep(0.05)
+            assert waits_for_a_lock(conn, builder_conn)
+            conn.execute("SET lock_timeout = '2s'")  # a write that queued behind the build would fail here
+            assert embeddings.embed_units(conn, embedder, embeddings.stale_units(conn, T1, day=today)) == 1
+            conn.execute("RESET lock_timeout")
+            assert builder.is_alive()
+        builder.join(timeout=60)
+    assert not builder.is_alive()
+    assert embeddings.model_indexes(conn, embeddings.model_index_prefix(spec)) == [name]
+    assert index_scans_of_a_walk(conn, spec, "acme") == {name: 1}
+
+
+def test_a_build_that_failed_leaves_an_invalid_index_that_the_next_run_makes_again(mem, conn, clean, embedder,
+                                                                                   monkeypatch, today):
+    """A concurrent build stopped midway (here by its lock timeout; a cancel or a crash alike) leaves its index
+    behind, invalid: no run takes it for the graph, the build lock is free again, and the model's next run writes its
+    vectors, drops the leftover and builds the graph, which the walk then reads."""
+    spec = embedder.spec
+    prefix, name = embeddings.model_index_prefix(spec), embeddings.model_index_name(spec)
+    without_model_index(conn, spec)
+    mem.remember(project="acme", **FACT)
+    with psycopg.connect(clean, **connection_kwargs()) as inflight, inflight.transaction():
+        inflight.execute("LOCK TABLE memory_embeddings IN ROW EXCLUSIVE MODE")
+        conn.execute("SET lock_timeout = '200ms'")
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            embeddings.ensure_model_index(conn, spec)
+        conn.execute("RESET lock_timeout")
+    assert embeddings.model_indexes(conn, prefix) == []
+    assert embeddings.model_indexes(conn, prefix, valid=False) == [name]
+    assert conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").fetchone()[0] == 0
     seen = indexes_at_each_write(monkeypatch, spec)
-    for bound, expected in ((2, []), (1, [embeddings.model_index_name(spec)])):
-        without_model_index(conn, spec)
-        conn.execute("DELETE FROM memory_embeddings")
-        conn.commit()
-        monkeypatch.setattr(V, "HNSW_BUILD_AFTER_MAX_VECTORS", bound)
-        assert embeddings.embed_day(conn, embedder, today)["written"] == 2
-        assert seen[-1] == expected, bound
+    assert embeddings.embed_day(conn, embedder, today)["written"] == 1
+    assert seen == [[]]  # written before the graph, as a model's first vectors are
+    assert embeddings.model_indexes(conn, prefix) == [name]
+    assert embeddings.model_indexes(conn, prefix, valid=False) == []
+    assert index_scans_of_a_walk(conn, spec, "acme") == {name: 1}
 
 
 @pytest.mark.parametrize("run", ["changes", "day"])
