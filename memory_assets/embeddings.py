@@ -339,9 +339,8 @@ def ensure_model_index(conn: psycopg.Connection[Any], spec: ModelSpec) -> None:
     if model_indexes(conn, prefix) == [name]:  # every run but the first: no lock, no DDL
         return
     with build_lock(conn):
-        for leftover in model_indexes(conn, prefix, valid=False):  # no build runs now: each is a failed one's
-            log.info("model %s: dropping HNSW index %s, left invalid by a failed build", spec.key, leftover)
-            conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(leftover)))
+        if not drop_failed_builds(conn, spec):
+            return
         found = model_indexes(conn, prefix)
         earlier = [index for index in found if index != name]
         if name not in found:
@@ -349,14 +348,18 @@ def ensure_model_index(conn: psycopg.Connection[Any], spec: ModelSpec) -> None:
                      ", ".join(earlier) or "-")
             # DDL composed per model at run time (a dimension and a key), so it cannot be a prepared named query.
             ddl = sql.SQL("CREATE INDEX CONCURRENTLY {name} ON memory_embeddings USING hnsw ({column}) {graph} {where}")
-            conn.execute(ddl.format(
-                name=sql.Identifier(name),
-                column=sql.SQL("(embedding::{graph}({dim})) {graph}_cosine_ops").format(
-                    graph=sql.SQL(V.HNSW_GRAPH_TYPE), dim=sql.Literal(int(spec.dim))),
-                graph=sql.SQL("WITH (m = {m}, ef_construction = {ef})").format(
-                    m=sql.Literal(V.HNSW_M), ef=sql.Literal(V.HNSW_EF_CONSTRUCTION)),
-                where=sql.SQL("WHERE model_key = {model}").format(model=sql.Literal(spec.key)),
-            ))
+            try:
+                conn.execute(ddl.format(
+                    name=sql.Identifier(name),
+                    column=sql.SQL("(embedding::{graph}({dim})) {graph}_cosine_ops").format(
+                        graph=sql.SQL(V.HNSW_GRAPH_TYPE), dim=sql.Literal(int(spec.dim))),
+                    graph=sql.SQL("WITH (m = {m}, ef_construction = {ef})").format(
+                        m=sql.Literal(V.HNSW_M), ef=sql.Literal(V.HNSW_EF_CONSTRUCTION)),
+                    where=sql.SQL("WHERE model_key = {model}").format(model=sql.Literal(spec.key)),
+                ))
+            except BaseException:  # psycopg cancels the build on Ctrl-C only, not on a terminated Dagster run's
+                conn.cancel_safe()
+                raise
         conn.execute(query("embeddings/clear_earlier_graph"), {"key": V.SETTING_HNSW_EARLIER_GRAPH + spec.key})
     # the earlier index goes after the build, and only if the table's lock comes soon: every request reading the
     # table queues behind a drop that waits; one left standing is dropped by the next run
@@ -369,12 +372,35 @@ def ensure_model_index(conn: psycopg.Connection[Any], spec: ModelSpec) -> None:
             log.info("model %s: HNSW index %s left for the next run (its table is busy)", spec.key, index)
 
 
+def drop_failed_builds(conn: psycopg.Connection[Any], spec: ModelSpec) -> bool:
+    """Drop the model's invalid indexes, which a build that failed left (under build_lock no build of ours is under
+    way): one that failed late is still written into on every insert. Each drop waits at most
+    INDEX_DROP_LOCK_TIMEOUT_MS for the table's users, since the build lock is held meanwhile; False when one was left
+    for the next run."""
+    for leftover in model_indexes(conn, model_index_prefix(spec), valid=False):
+        log.info("model %s: dropping HNSW index %s, left invalid by a failed build", spec.key, leftover)
+        before = one(conn.execute("SELECT current_setting('lock_timeout')"))[0]  # the caller's, put back after
+        conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{V.INDEX_DROP_LOCK_TIMEOUT_MS}ms",))
+        try:
+            conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(leftover)))
+        except psycopg.errors.LockNotAvailable:
+            log.warning("model %s: invalid HNSW index %s left for the next run (its table is busy): no graph is "
+                        "built before it goes", spec.key, leftover)
+            return False
+        finally:
+            conn.execute("SELECT set_config('lock_timeout', %s, false)", (before,))
+    return True
+
+
 @contextmanager
 def build_lock(conn: psycopg.Connection[Any]) -> Iterator[None]:
     """One index build at a time, whatever the model (runs of one model started together build it once: the others
     wait, then find it), held by the session, since a concurrent build cannot run in a transaction. It is asked for
     again every HNSW_BUILD_LOCK_POLL_SECONDS rather than waited for: a statement waiting on it would hold a snapshot,
-    which the build in progress waits for in turn (a deadlock)."""
+    which the build in progress waits for in turn (a deadlock). Should its release fail (a build interrupted
+    mid-statement), the connection is closed: the session's lock goes with it, never back to a pool."""
+    if not conn.autocommit or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        raise RuntimeError("an HNSW index build runs outside any transaction, on an autocommit connection")
     waited = False
     while not one(conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (V.HNSW_BUILD_LOCK,)))[0]:
         if not waited:
@@ -384,8 +410,10 @@ def build_lock(conn: psycopg.Connection[Any]) -> Iterator[None]:
     try:
         yield
     finally:
-        if not conn.closed:  # a lost session has let the lock go with it
+        try:
             conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (V.HNSW_BUILD_LOCK,))
+        except psycopg.Error:
+            conn.close()
 
 
 def model_indexes(conn: psycopg.Connection[Any], prefix: str, *, valid: bool = True) -> list[str]:
@@ -474,8 +502,14 @@ def embed_units(conn: psycopg.Connection[Any], embedder: Embedder, units: list[t
 def index_before_writes(conn: psycopg.Connection[Any], spec: ModelSpec) -> bool:
     """Build or upgrade the model's HNSW index before a run writes vectors; False, building nothing, while the model
     has no valid index at all: its vectors go in before the graph and the run builds it over them afterwards (a build
-    costs ~0.3 ms a vector at 100,000, where each insert into that graph costs the server 2.5-3.5 ms of CPU)."""
-    found = model_indexes(conn, model_index_prefix(spec))
+    costs ~0.3 ms a vector at 100,000, where each insert into that graph costs the server 2.5-3.5 ms of CPU). A build
+    under way meanwhile is waited for, and a failed one's index dropped first: writes would still go into it."""
+    prefix = model_index_prefix(spec)
+    found = model_indexes(conn, prefix)
+    if not found and model_indexes(conn, prefix, valid=False):
+        with build_lock(conn):
+            drop_failed_builds(conn, spec)
+        found = model_indexes(conn, prefix)
     if not found:
         return False
     if found != [model_index_name(spec)]:  # every run but the first finds it: the catalog read once

@@ -73,12 +73,14 @@ def without_model_index(conn: Any, spec: embeddings.ModelSpec) -> None:
 
 
 def indexes_at_each_write(monkeypatch: Any, spec: embeddings.ModelSpec, fail_first: bool = False) -> list[list[str]]:
-    """Record the model's indexes standing when each batch of vectors is written (failing the first, if asked)."""
+    """Record the model's indexes, valid or not (writes go into both), standing when each batch of vectors is written
+    (failing the first, if asked)."""
     seen: list[list[str]] = []
     write_vectors = embeddings.write_vectors
+    prefix = embeddings.model_index_prefix(spec)
 
     def recording(own: Any, *args: Any) -> int:
-        seen.append(embeddings.model_indexes(own, embeddings.model_index_prefix(spec)))
+        seen.append(embeddings.model_indexes(own, prefix) + embeddings.model_indexes(own, prefix, valid=False))
         if fail_first and len(seen) == 1:
             raise psycopg.OperationalError("the server went away mid-run")
         return write_vectors(own, *args)

@@ -213,7 +213,7 @@ def index_scans_of_a_walk(conn, spec, project):
 def test_a_store_upgraded_from_a_full_precision_graph_walks_it_until_the_new_one_is_built(mem, conn, embedder):
     """sql/029 marks a model whose index is an earlier release's graph of full-precision vectors: the walk reads that
     index, not a sort of the project's every vector, until the model's next embedding run has built the
-    half-precision graph, which clears the mark in the same transaction."""
+    half-precision graph, which clears the mark once the new graph stands."""
     spec = embedder.spec
     mem.remember(project="acme", **FACT)
     embeddings.embed_changes(conn, embedder)
@@ -285,49 +285,105 @@ def test_a_models_graph_is_built_while_vector_writes_go_on(mem, conn, clean, emb
     mem.remember(project="acme", **FACT)
     with psycopg.connect(clean, **connection_kwargs()) as builder_conn, \
             psycopg.connect(clean, **connection_kwargs()) as inflight:
-        with inflight.transaction():
-            inflight.execute("LOCK TABLE memory_embeddings IN ROW EXCLUSIVE MODE")  # a write not yet committed
-            builder = threading.Thread(target=embeddings.ensure_model_index, args=(builder_conn, spec))
-            builder.start()
-            for _ in range(200):
-                if waits_for_a_lock(conn, builder_conn):
-                    break
-                time.sleep(0.05)
-            assert waits_for_a_lock(conn, builder_conn)
-            conn.execute("SET lock_timeout = '2s'")  # a write that queued behind the build would fail here
-            assert embeddings.embed_units(conn, embedder, embeddings.stale_units(conn, T1, day=today)) == 1
-            conn.execute("RESET lock_timeout")
-            assert builder.is_alive()
-        builder.join(timeout=60)
+        builder = threading.Thread(target=embeddings.ensure_model_index, args=(builder_conn, spec))
+        try:
+            with inflight.transaction():
+                inflight.execute("LOCK TABLE memory_embeddings IN ROW EXCLUSIVE MODE")  # a write not yet committed
+                builder.start()
+                for _ in range(200):
+                    if waits_for_a_lock(conn, builder_conn):
+                        break
+                    time.sleep(0.05)
+                assert waits_for_a_lock(conn, builder_conn)
+                conn.execute("SET lock_timeout = '2s'")  # a write that queued behind the build would fail here
+                assert embeddings.embed_units(conn, embedder, embeddings.stale_units(conn, T1, day=today)) == 1
+                conn.execute("RESET lock_timeout")
+                assert builder.is_alive()
+        finally:
+            builder.join(timeout=60)  # the write in flight ended with the block: the build goes on to its end
     assert not builder.is_alive()
     assert embeddings.model_indexes(conn, embeddings.model_index_prefix(spec)) == [name]
     assert index_scans_of_a_walk(conn, spec, "acme") == {name: 1}
 
 
-def test_a_build_that_failed_leaves_an_invalid_index_that_the_next_run_makes_again(mem, conn, clean, embedder,
-                                                                                   monkeypatch, today):
+def build_locks_held(conn):
+    """The HNSW build locks any session holds (the advisory lock's key is hashtext of HNSW_BUILD_LOCK)."""
+    return conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                        "AND objid = (hashtext(%s)::bigint & 4294967295)::oid",
+                        (V.HNSW_BUILD_LOCK,)).fetchone()[0]
+
+
+def a_failed_build(conn, clean, spec, *, late: bool) -> None:
+    """A concurrent build of the model's index stopped by its lock timeout: early, waiting for a write in flight (its
+    index left invalid, not yet written into), or late, waiting for a transaction's older snapshot (its index left
+    invalid but ready: every insert still goes into it)."""
+    with psycopg.connect(clean, **connection_kwargs()) as other, other.transaction():
+        if late:
+            other.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            other.execute("SELECT count(*) FROM memory_units").fetchone()  # its snapshot stands to commit
+        else:
+            other.execute("LOCK TABLE memory_embeddings IN ROW EXCLUSIVE MODE")
+        conn.execute("SET lock_timeout = '300ms'")
+        try:
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                embeddings.ensure_model_index(conn, spec)
+        finally:
+            conn.execute("RESET lock_timeout")
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["early", "late"])
+def test_a_build_that_failed_leaves_an_invalid_index_that_the_next_run_drops_before_writing(
+        mem, conn, clean, embedder, monkeypatch, today, late):
     """A concurrent build stopped midway (here by its lock timeout; a cancel or a crash alike) leaves its index
-    behind, invalid: no run takes it for the graph, the build lock is free again, and the model's next run writes its
-    vectors, drops the leftover and builds the graph, which the walk then reads."""
+    behind, invalid: no run takes it for the graph, the build lock is free again, and the model's next run drops it
+    before writing its vectors (one that failed late is still written into), then builds the graph over them, which
+    the walk reads."""
     spec = embedder.spec
     prefix, name = embeddings.model_index_prefix(spec), embeddings.model_index_name(spec)
     without_model_index(conn, spec)
     mem.remember(project="acme", **FACT)
-    with psycopg.connect(clean, **connection_kwargs()) as inflight, inflight.transaction():
-        inflight.execute("LOCK TABLE memory_embeddings IN ROW EXCLUSIVE MODE")
-        conn.execute("SET lock_timeout = '200ms'")
-        with pytest.raises(psycopg.errors.LockNotAvailable):
-            embeddings.ensure_model_index(conn, spec)
-        conn.execute("RESET lock_timeout")
+    a_failed_build(conn, clean, spec, late=late)
     assert embeddings.model_indexes(conn, prefix) == []
     assert embeddings.model_indexes(conn, prefix, valid=False) == [name]
-    assert conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").fetchone()[0] == 0
+    ready = conn.execute("SELECT indisready FROM pg_index WHERE indexrelid = %s::regclass", (name,)).fetchone()[0]
+    assert ready == late
+    assert build_locks_held(conn) == 0
     seen = indexes_at_each_write(monkeypatch, spec)
     assert embeddings.embed_day(conn, embedder, today)["written"] == 1
-    assert seen == [[]]  # written before the graph, as a model's first vectors are
+    assert seen == [[]]  # into no graph, the leftover dropped first
     assert embeddings.model_indexes(conn, prefix) == [name]
     assert embeddings.model_indexes(conn, prefix, valid=False) == []
     assert index_scans_of_a_walk(conn, spec, "acme") == {name: 1}
+
+
+def test_a_failed_builds_index_that_a_busy_table_keeps_is_left_for_the_next_run(mem, conn, clean, embedder):
+    """Dropping a failed build's index waits for every transaction using the table, while the build lock is held: it
+    gives up after INDEX_DROP_LOCK_TIMEOUT_MS (the caller's own lock timeout put back), builds nothing, frees the
+    lock, and the next run drops it and builds."""
+    spec = embedder.spec
+    prefix, name = embeddings.model_index_prefix(spec), embeddings.model_index_name(spec)
+    without_model_index(conn, spec)
+    a_failed_build(conn, clean, spec, late=False)
+    conn.execute("SET lock_timeout = '7s'")
+    with psycopg.connect(clean, **connection_kwargs()) as reader, reader.transaction():
+        reader.execute("SELECT count(*) FROM memory_embeddings").fetchone()
+        embeddings.ensure_model_index(conn, spec)
+        assert embeddings.model_indexes(conn, prefix, valid=False) == [name]
+    assert conn.execute("SHOW lock_timeout").fetchone()[0] == "7s"
+    conn.execute("RESET lock_timeout")
+    assert build_locks_held(conn) == 0
+    embeddings.ensure_model_index(conn, spec)
+    assert embeddings.model_indexes(conn, prefix) == [name]
+    assert embeddings.model_indexes(conn, prefix, valid=False) == []
+
+
+def test_an_index_build_refuses_to_run_in_a_transaction(conn, embedder):
+    """A concurrent build cannot run in a transaction: asked to, it says so before taking the build lock, which a
+    pooled connection would otherwise keep after its rollback."""
+    without_model_index(conn, embedder.spec)
+    with conn.transaction(), pytest.raises(RuntimeError, match="outside any transaction"):
+        embeddings.ensure_model_index(conn, embedder.spec)
+    assert build_locks_held(conn) == 0
 
 
 @pytest.mark.parametrize("run", ["changes", "day"])
