@@ -348,18 +348,14 @@ def ensure_model_index(conn: psycopg.Connection[Any], spec: ModelSpec) -> None:
                      ", ".join(earlier) or "-")
             # DDL composed per model at run time (a dimension and a key), so it cannot be a prepared named query.
             ddl = sql.SQL("CREATE INDEX CONCURRENTLY {name} ON memory_embeddings USING hnsw ({column}) {graph} {where}")
-            try:
-                conn.execute(ddl.format(
-                    name=sql.Identifier(name),
-                    column=sql.SQL("(embedding::{graph}({dim})) {graph}_cosine_ops").format(
-                        graph=sql.SQL(V.HNSW_GRAPH_TYPE), dim=sql.Literal(int(spec.dim))),
-                    graph=sql.SQL("WITH (m = {m}, ef_construction = {ef})").format(
-                        m=sql.Literal(V.HNSW_M), ef=sql.Literal(V.HNSW_EF_CONSTRUCTION)),
-                    where=sql.SQL("WHERE model_key = {model}").format(model=sql.Literal(spec.key)),
-                ))
-            except BaseException:  # psycopg cancels the build on Ctrl-C only, not on a terminated Dagster run's
-                conn.cancel_safe()
-                raise
+            concurrent_ddl(conn, ddl.format(
+                name=sql.Identifier(name),
+                column=sql.SQL("(embedding::{graph}({dim})) {graph}_cosine_ops").format(
+                    graph=sql.SQL(V.HNSW_GRAPH_TYPE), dim=sql.Literal(int(spec.dim))),
+                graph=sql.SQL("WITH (m = {m}, ef_construction = {ef})").format(
+                    m=sql.Literal(V.HNSW_M), ef=sql.Literal(V.HNSW_EF_CONSTRUCTION)),
+                where=sql.SQL("WHERE model_key = {model}").format(model=sql.Literal(spec.key)),
+            ))
         conn.execute(query("embeddings/clear_earlier_graph"), {"key": V.SETTING_HNSW_EARLIER_GRAPH + spec.key})
     # the earlier index goes after the build, and only if the table's lock comes soon: every request reading the
     # table queues behind a drop that waits; one left standing is dropped by the next run
@@ -382,14 +378,26 @@ def drop_failed_builds(conn: psycopg.Connection[Any], spec: ModelSpec) -> bool:
         before = one(conn.execute("SELECT current_setting('lock_timeout')"))[0]  # the caller's, put back after
         conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{V.INDEX_DROP_LOCK_TIMEOUT_MS}ms",))
         try:
-            conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(leftover)))
+            concurrent_ddl(conn, sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(leftover)))
         except psycopg.errors.LockNotAvailable:
             log.warning("model %s: invalid HNSW index %s left for the next run (its table is busy): no graph is "
                         "built before it goes", spec.key, leftover)
             return False
         finally:
-            conn.execute("SELECT set_config('lock_timeout', %s, false)", (before,))
+            if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:  # not after an interrupt
+                conn.execute("SELECT set_config('lock_timeout', %s, false)", (before,))
     return True
+
+
+def concurrent_ddl(conn: psycopg.Connection[Any], statement: sql.Composed) -> None:
+    """Run an index's concurrent build or drop, cancelled on the server should this thread be interrupted in it:
+    psycopg cancels a statement on Ctrl-C only, not on the exception a terminated Dagster run raises."""
+    try:
+        conn.execute(statement)
+    except BaseException as error:
+        if not isinstance(error, psycopg.Error):  # a server error has ended the statement already
+            conn.cancel_safe()
+        raise
 
 
 @contextmanager

@@ -366,7 +366,9 @@ HNSW_GRAPH_TYPE = "halfvec"
 # transaction), asked for again at this interval by a run that finds another's build under way
 HNSW_BUILD_LOCK = "memory_embeddings_hnsw"
 HNSW_BUILD_LOCK_POLL_SECONDS = 0.25
-INDEX_DROP_LOCK_TIMEOUT_MS = 500  # a replaced index's drop gives up sooner than readers would queue behind it
+# a replaced index's drop gives up sooner than readers would queue behind it, and a failed build's (concurrent) drop
+# sooner than other runs would wait for the build lock it holds
+INDEX_DROP_LOCK_TIMEOUT_MS = 500
 HNSW_CANDIDATES = 40             # the HNSW phase's dense candidates (or k)
 # ef_search grows with the project, sqrt(units) between these bounds (bench/recall.py, synthetic vectors, top 10
 # against exact over five index builds: 10k units 1.0 at 100; 100k units 0.80-0.87 at 100, 0.91-0.97 at 316, for a

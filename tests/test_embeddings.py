@@ -1,6 +1,7 @@
 """Version-bound vectors on the real model and database: corrections, forget, the journal, two models."""
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -371,6 +372,44 @@ def test_a_failed_builds_index_that_a_busy_table_keeps_is_left_for_the_next_run(
         assert embeddings.model_indexes(conn, prefix, valid=False) == [name]
     assert conn.execute("SHOW lock_timeout").fetchone()[0] == "7s"
     conn.execute("RESET lock_timeout")
+    assert build_locks_held(conn) == 0
+    embeddings.ensure_model_index(conn, spec)
+    assert embeddings.model_indexes(conn, prefix) == [name]
+    assert embeddings.model_indexes(conn, prefix, valid=False) == []
+
+
+class RunTerminated(BaseException):
+    """What Dagster raises in a run it terminates: no KeyboardInterrupt, so psycopg cancels nothing by itself."""
+
+
+def test_a_build_interrupted_by_a_terminated_run_is_cancelled_on_the_server(mem, conn, clean, embedder):
+    """A run terminated while its build waits (the signal's handler raising, as Dagster's does) leaves no build
+    running on the server and no build lock held, and the next run drops the leftover and builds."""
+    spec = embedder.spec
+    prefix, name = embeddings.model_index_prefix(spec), embeddings.model_index_name(spec)
+    without_model_index(conn, spec)
+
+    def terminate(*_: object) -> None:
+        raise RunTerminated()
+
+    previous = signal.signal(signal.SIGUSR1, terminate)
+    try:
+        with psycopg.connect(clean, **connection_kwargs()) as builder_conn, \
+                psycopg.connect(clean, **connection_kwargs()) as inflight, inflight.transaction():
+            inflight.execute("LOCK TABLE memory_embeddings IN ROW EXCLUSIVE MODE")  # the build waits for it
+            builder_pid = builder_conn.info.backend_pid
+            threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+            with pytest.raises(RunTerminated):
+                embeddings.ensure_model_index(builder_conn, spec)
+            for _ in range(100):  # the write in flight still stands: only a cancel ends the build
+                if not conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND state = 'active'",
+                                    (builder_pid,)).fetchone()[0]:
+                    break
+                time.sleep(0.05)
+            assert conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND state = 'active'",
+                                (builder_pid,)).fetchone()[0] == 0
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
     assert build_locks_held(conn) == 0
     embeddings.ensure_model_index(conn, spec)
     assert embeddings.model_indexes(conn, prefix) == [name]
