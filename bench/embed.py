@@ -42,10 +42,8 @@ def main() -> None:
         def stage_run(without_index: bool = False) -> float:
             conn.execute("DELETE FROM memory_embeddings")
             if without_index:  # a model's first run: its vectors written, then its graph built over them
-                prefix = embeddings.model_index_prefix(embedder.spec)
-                for valid in (True, False):
-                    for index in embeddings.model_indexes(conn, prefix, valid=valid):
-                        conn.execute(f"DROP INDEX {index}")
+                for index in embeddings.model_indexes(conn, embeddings.model_index_prefix(embedder.spec), valid=None):
+                    conn.execute(f"DROP INDEX {index}")
             conn.commit()
             seconds, counts = timed(embeddings.embed_day, conn, embedder, today)
             assert counts["written"] == args.units, counts

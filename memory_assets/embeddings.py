@@ -369,64 +369,79 @@ def ensure_model_index(conn: psycopg.Connection[Any], spec: ModelSpec) -> None:
 
 
 def drop_failed_builds(conn: psycopg.Connection[Any], spec: ModelSpec) -> bool:
-    """Drop the model's invalid indexes, which a build that failed left (under build_lock no build of ours is under
-    way): one that failed late is still written into on every insert. Each drop waits at most
-    INDEX_DROP_LOCK_TIMEOUT_MS for the table's users, since the build lock is held meanwhile; False when one was left
-    for the next run."""
-    for leftover in model_indexes(conn, model_index_prefix(spec), valid=False):
-        log.info("model %s: dropping HNSW index %s, left invalid by a failed build", spec.key, leftover)
-        before = one(conn.execute("SELECT current_setting('lock_timeout')"))[0]  # the caller's, put back after
-        conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{V.INDEX_DROP_LOCK_TIMEOUT_MS}ms",))
-        try:
-            concurrent_ddl(conn, sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(leftover)))
-        except psycopg.errors.LockNotAvailable:
-            log.warning("model %s: invalid HNSW index %s left for the next run (its table is busy): no graph is "
-                        "built before it goes", spec.key, leftover)
-            return False
-        finally:
-            if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:  # not after an interrupt
-                conn.execute("SELECT set_config('lock_timeout', %s, false)", (before,))
+    """Drop the model's invalid indexes, which failed builds left (one that failed late is still written into on
+    every insert), and say whether none is left."""
+    # under build_lock no build of ours is under way; each drop waits for every transaction using the table, so it
+    # gives up after INDEX_DROP_LOCK_TIMEOUT_MS rather than hold the build lock, and the next run tries again
+    with session_lock_timeout(conn, V.INDEX_DROP_LOCK_TIMEOUT_MS):
+        for leftover in model_indexes(conn, model_index_prefix(spec), valid=False):
+            log.info("model %s: dropping HNSW index %s, left invalid by a failed build", spec.key, leftover)
+            try:
+                concurrent_ddl(conn, sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(leftover)))
+            except psycopg.errors.LockNotAvailable:
+                log.warning("model %s: invalid HNSW index %s left for the next run (its table is busy)", spec.key,
+                            leftover)
+                return False
     return True
 
 
+@contextmanager
+def session_lock_timeout(conn: psycopg.Connection[Any], milliseconds: int) -> Iterator[None]:
+    """Bound this session's lock waits outside a transaction (SET LOCAL needs one), the caller's bound put back."""
+    before = one(conn.execute("SELECT current_setting('lock_timeout')"))[0]
+    conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{milliseconds}ms",))
+    try:
+        yield
+    finally:
+        if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:  # not on a connection interrupted
+            conn.execute("SELECT set_config('lock_timeout', %s, false)", (before,))
+
+
 def concurrent_ddl(conn: psycopg.Connection[Any], statement: sql.Composed) -> None:
-    """Run an index's concurrent build or drop, cancelled on the server should this thread be interrupted in it:
-    psycopg cancels a statement on Ctrl-C only, not on the exception a terminated Dagster run raises."""
+    """Run an index's concurrent build or drop so that an interrupt stops it on the server too."""
     try:
         conn.execute(statement)
-    except BaseException as error:
-        if not isinstance(error, psycopg.Error):  # a server error has ended the statement already
-            conn.cancel_safe()
+    except BaseException:
+        # psycopg cancels on KeyboardInterrupt and SystemExit itself (the connection is idle again); the exception a
+        # terminated Dagster run raises leaves the statement running there: cancel it, then end the session
+        if conn.info.transaction_status == psycopg.pq.TransactionStatus.ACTIVE:
+            try:
+                conn.cancel_safe(timeout=V.INDEX_BUILD_CANCEL_TIMEOUT_SECONDS)
+            except Exception as error:
+                log.warning("an interrupted index build's cancel failed: %s", type(error).__name__)
+            conn.close()
         raise
 
 
 @contextmanager
 def build_lock(conn: psycopg.Connection[Any]) -> Iterator[None]:
-    """One index build at a time, whatever the model (runs of one model started together build it once: the others
-    wait, then find it), held by the session, since a concurrent build cannot run in a transaction. It is asked for
-    again every HNSW_BUILD_LOCK_POLL_SECONDS rather than waited for: a statement waiting on it would hold a snapshot,
-    which the build in progress waits for in turn (a deadlock). Should its release fail (a build interrupted
-    mid-statement), the connection is closed: the session's lock goes with it, never back to a pool."""
+    """One index build at a time, whatever the model, so runs of one model started together build it once."""
+    # a session's lock (a concurrent build cannot run in a transaction), asked for again every
+    # HNSW_BUILD_LOCK_POLL_SECONDS rather than waited for: a statement waiting on it would hold a snapshot, which the
+    # build in progress waits for in turn (a deadlock). Should anything interrupt it or its release fail, the
+    # connection is closed: the session's lock goes with it, never back to a pool.
     if not conn.autocommit or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise RuntimeError("an HNSW index build runs outside any transaction, on an autocommit connection")
-    waited = False
-    while not one(conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (V.HNSW_BUILD_LOCK,)))[0]:
-        if not waited:
-            log.info("waiting for another run's HNSW index build")
-            waited = True
-        time.sleep(V.HNSW_BUILD_LOCK_POLL_SECONDS)
     try:
+        started = told = time.monotonic()
+        while not one(conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (V.HNSW_BUILD_LOCK,)))[0]:
+            if time.monotonic() - told >= V.HNSW_BUILD_WAIT_LOG_SECONDS or told == started:
+                log.info("waiting for another run's HNSW index build (%.0f s so far)", time.monotonic() - started)
+                told = time.monotonic()
+            time.sleep(V.HNSW_BUILD_LOCK_POLL_SECONDS)
         yield
     finally:
         try:
-            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (V.HNSW_BUILD_LOCK,))
-        except psycopg.Error:
+            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (V.HNSW_BUILD_LOCK,))  # false if not held
+        except BaseException as error:
             conn.close()
+            if not isinstance(error, psycopg.Error):
+                raise
 
 
-def model_indexes(conn: psycopg.Connection[Any], prefix: str, *, valid: bool = True) -> list[str]:
-    """The names of memory_embeddings' valid indexes that start with a model's prefix (valid=False: the invalid
-    ones, a concurrent build's in progress or one a failed build left)."""
+def model_indexes(conn: psycopg.Connection[Any], prefix: str, *, valid: bool | None = True) -> list[str]:
+    """The names of memory_embeddings' indexes that start with a model's prefix: valid, invalid (a concurrent build
+    in progress or one a failed build left) or, with valid=None, both."""
     return [row[0] for row in
             conn.execute(query("embeddings/model_indexes"), {"prefix": prefix, "valid": valid}).fetchall()]
 
@@ -510,11 +525,12 @@ def embed_units(conn: psycopg.Connection[Any], embedder: Embedder, units: list[t
 def index_before_writes(conn: psycopg.Connection[Any], spec: ModelSpec) -> bool:
     """Build or upgrade the model's HNSW index before a run writes vectors; False, building nothing, while the model
     has no valid index at all: its vectors go in before the graph and the run builds it over them afterwards (a build
-    costs ~0.3 ms a vector at 100,000, where each insert into that graph costs the server 2.5-3.5 ms of CPU). A build
-    under way meanwhile is waited for, and a failed one's index dropped first: writes would still go into it."""
+    costs ~0.3 ms a vector at 100,000, where each insert into that graph costs the server 2.5-3.5 ms of CPU)."""
     prefix = model_index_prefix(spec)
     found = model_indexes(conn, prefix)
     if not found and model_indexes(conn, prefix, valid=False):
+        # a build under way elsewhere is waited for, and a failed one's index dropped where the table lets it, since
+        # writes would still go into it (a busy table keeps it, logged, until the run's own build tries again)
         with build_lock(conn):
             drop_failed_builds(conn, spec)
         found = model_indexes(conn, prefix)

@@ -366,6 +366,8 @@ HNSW_GRAPH_TYPE = "halfvec"
 # transaction), asked for again at this interval by a run that finds another's build under way
 HNSW_BUILD_LOCK = "memory_embeddings_hnsw"
 HNSW_BUILD_LOCK_POLL_SECONDS = 0.25
+HNSW_BUILD_WAIT_LOG_SECONDS = 60  # a run waiting for another's build says so again at this interval
+INDEX_BUILD_CANCEL_TIMEOUT_SECONDS = 5  # an interrupted build's cancel request waits this long for the server
 # a replaced index's drop gives up sooner than readers would queue behind it, and a failed build's (concurrent) drop
 # sooner than other runs would wait for the build lock it holds
 INDEX_DROP_LOCK_TIMEOUT_MS = 500

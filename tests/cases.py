@@ -66,8 +66,7 @@ def embed_all(conn: Any, embedder: embeddings.Embedder) -> None:
 def without_model_index(conn: Any, spec: embeddings.ModelSpec) -> None:
     """The model's HNSW indexes dropped (they outlive each test's truncation), as in a store that never embedded with
     it."""
-    prefix = embeddings.model_index_prefix(spec)
-    for name in embeddings.model_indexes(conn, prefix) + embeddings.model_indexes(conn, prefix, valid=False):
+    for name in embeddings.model_indexes(conn, embeddings.model_index_prefix(spec), valid=None):
         conn.execute(f"DROP INDEX {name}")
     conn.commit()
 
@@ -80,7 +79,7 @@ def indexes_at_each_write(monkeypatch: Any, spec: embeddings.ModelSpec, fail_fir
     prefix = embeddings.model_index_prefix(spec)
 
     def recording(own: Any, *args: Any) -> int:
-        seen.append(embeddings.model_indexes(own, prefix) + embeddings.model_indexes(own, prefix, valid=False))
+        seen.append(embeddings.model_indexes(own, prefix, valid=None))
         if fail_first and len(seen) == 1:
             raise psycopg.OperationalError("the server went away mid-run")
         return write_vectors(own, *args)

@@ -276,6 +276,22 @@ def waits_for_a_lock(conn, other):
                         (other.info.backend_pid,)).fetchone()[0]
 
 
+def runs_a_statement(conn, pid):
+    """Whether a backend is running a statement now."""
+    return conn.execute("SELECT count(*) > 0 FROM pg_stat_activity WHERE pid = %s AND state = 'active'",
+                        (pid,)).fetchone()[0]
+
+
+def wait_until(condition, seconds=10.0):
+    """Whether a condition came true within the time, asked every 50 ms."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def test_a_models_graph_is_built_while_vector_writes_go_on(mem, conn, clean, embedder, today):
     """The build is concurrent: while it waits for a write in flight when it started, another run's vectors still go
     in at once (a plain CREATE INDEX queued them behind its lock, for the whole build at 1M: ~9 min), and once that
@@ -291,11 +307,7 @@ def test_a_models_graph_is_built_while_vector_writes_go_on(mem, conn, clean, emb
             with inflight.transaction():
                 inflight.execute("LOCK TABLE memory_embeddings IN ROW EXCLUSIVE MODE")  # a write not yet committed
                 builder.start()
-                for _ in range(200):
-                    if waits_for_a_lock(conn, builder_conn):
-                        break
-                    time.sleep(0.05)
-                assert waits_for_a_lock(conn, builder_conn)
+                assert wait_until(lambda: waits_for_a_lock(conn, builder_conn))
                 conn.execute("SET lock_timeout = '2s'")  # a write that queued behind the build would fail here
                 assert embeddings.embed_units(conn, embedder, embeddings.stale_units(conn, T1, day=today)) == 1
                 conn.execute("RESET lock_timeout")
@@ -388,28 +400,35 @@ def test_a_build_interrupted_by_a_terminated_run_is_cancelled_on_the_server(mem,
     spec = embedder.spec
     prefix, name = embeddings.model_index_prefix(spec), embeddings.model_index_name(spec)
     without_model_index(conn, spec)
+    sent = threading.Event()
 
     def terminate(*_: object) -> None:
         raise RunTerminated()
 
-    previous = signal.signal(signal.SIGUSR1, terminate)
-    try:
-        with psycopg.connect(clean, **connection_kwargs()) as builder_conn, \
-                psycopg.connect(clean, **connection_kwargs()) as inflight, inflight.transaction():
-            inflight.execute("LOCK TABLE memory_embeddings IN ROW EXCLUSIVE MODE")  # the build waits for it
-            builder_pid = builder_conn.info.backend_pid
-            threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+    with psycopg.connect(clean, **connection_kwargs()) as builder_conn, \
+            psycopg.connect(clean, **connection_kwargs()) as watcher, \
+            psycopg.connect(clean, **connection_kwargs()) as inflight, inflight.transaction():
+        inflight.execute("LOCK TABLE memory_embeddings IN ROW EXCLUSIVE MODE")  # the build waits for it
+        builder_conn.execute("SET lock_timeout = '20s'")  # should no signal come, the build fails, never hangs
+        builder_pid = builder_conn.info.backend_pid
+
+        def terminate_once_the_build_waits() -> None:
+            if wait_until(lambda: waits_for_a_lock(watcher, builder_conn)):
+                sent.set()
+                os.kill(os.getpid(), signal.SIGUSR1)
+
+        signaller = threading.Thread(target=terminate_once_the_build_waits)
+        previous = signal.signal(signal.SIGUSR1, terminate)
+        try:
+            signaller.start()
             with pytest.raises(RunTerminated):
                 embeddings.ensure_model_index(builder_conn, spec)
-            for _ in range(100):  # the write in flight still stands: only a cancel ends the build
-                if not conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND state = 'active'",
-                                    (builder_pid,)).fetchone()[0]:
-                    break
-                time.sleep(0.05)
-            assert conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND state = 'active'",
-                                (builder_pid,)).fetchone()[0] == 0
-    finally:
-        signal.signal(signal.SIGUSR1, previous)
+        finally:
+            signaller.join()
+            signal.signal(signal.SIGUSR1, previous)
+        assert sent.is_set()
+        # the write in flight still stands: only a cancel ends the build before it
+        assert wait_until(lambda: not runs_a_statement(conn, builder_pid))
     assert build_locks_held(conn) == 0
     embeddings.ensure_model_index(conn, spec)
     assert embeddings.model_indexes(conn, prefix) == [name]
