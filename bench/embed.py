@@ -44,7 +44,6 @@ def main() -> None:
             if without_index:  # a model's first run: its vectors written, then its graph built over them
                 for index in embeddings.model_indexes(conn, embeddings.model_index_prefix(embedder.spec), valid=None):
                     conn.execute(f"DROP INDEX {index}")
-            conn.commit()
             seconds, counts = timed(embeddings.embed_day, conn, embedder, today)
             assert counts["written"] == args.units, counts
             return args.units / seconds

@@ -12,6 +12,7 @@ import subprocess
 import threading
 import time
 import weakref
+from collections.abc import Iterator
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -461,6 +462,18 @@ def bound_lock_wait(conn: psycopg.Connection[Any], milliseconds: int) -> None:
     """Let the rest of this transaction wait at most this long for any lock (then LockNotAvailable): a statement
     that waits for a table's strong lock queues every later request on that table behind it."""
     conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(milliseconds)))
+
+
+@contextlib.contextmanager
+def session_lock_timeout(conn: psycopg.Connection[Any], milliseconds: int) -> Iterator[None]:
+    """Bound this session's lock waits outside a transaction (SET LOCAL needs one), the caller's bound put back."""
+    before = one(conn.execute("SELECT current_setting('lock_timeout')"))[0]
+    conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{milliseconds}ms",))
+    try:
+        yield
+    finally:
+        if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:  # not on a connection interrupted
+            conn.execute("SELECT set_config('lock_timeout', %s, false)", (before,))
 
 
 def refresh_statistics(conn: psycopg.Connection[Any], table: str, written: int = 0) -> bool:

@@ -23,7 +23,7 @@ from psycopg import sql
 
 from memory_assets import audit, journal
 from memory_assets import vocabulary as V
-from memory_assets.database import bound_lock_wait, memory_home, one, query
+from memory_assets.database import bound_lock_wait, memory_home, one, query, session_lock_timeout
 from memory_assets.errors import ValidationError
 
 log = logging.getLogger(__name__)
@@ -383,18 +383,6 @@ def drop_failed_builds(conn: psycopg.Connection[Any], spec: ModelSpec) -> bool:
                             leftover)
                 return False
     return True
-
-
-@contextmanager
-def session_lock_timeout(conn: psycopg.Connection[Any], milliseconds: int) -> Iterator[None]:
-    """Bound this session's lock waits outside a transaction (SET LOCAL needs one), the caller's bound put back."""
-    before = one(conn.execute("SELECT current_setting('lock_timeout')"))[0]
-    conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{milliseconds}ms",))
-    try:
-        yield
-    finally:
-        if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:  # not on a connection interrupted
-            conn.execute("SELECT set_config('lock_timeout', %s, false)", (before,))
 
 
 def concurrent_ddl(conn: psycopg.Connection[Any], statement: sql.Composed) -> None:
