@@ -27,6 +27,7 @@ class Candidates(NamedTuple):
     sparse: list[Row]
     near: list[Row]
     details: dict[str, dict[str, Any]]
+    text_hits: int  # the (unit, term) pairs the sparse leg read: its cost, which its rarest terms bound (sql/030)
     planned: bool  # the statement was the project's own (database.project_plan), planned once
 
 
@@ -45,7 +46,7 @@ def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key:
         rows = execute_positional(conn, statement, statement_params(params, vector, sparse)).fetchall()
         found = unpack(rows, planned)
         tracing.record(span, dense=len(found.dense), sparse=len(found.sparse), near=len(found.near),
-                       rows=len(found.details), planned=planned)
+                       rows=len(found.details), text_hits=found.text_hits, planned=planned)
     if found.units > 0:  # a project this reader can see units of: its next requests may run on its own plan
         keep_project_plans(conn, params["project"])
     return found
@@ -65,7 +66,7 @@ def unpack(rows: list[Row], planned: bool) -> Candidates:
     sparse: list[tuple[int, Row]] = []
     near: list[Row] = []
     details: dict[str, dict[str, Any]] = {}
-    for (_, _, unit_id, distance, dense_rank, score, sparse_rank, episodic, number, importance, trust, valid_from,
+    for (_, _, _, unit_id, distance, dense_rank, score, sparse_rank, episodic, number, importance, trust, valid_from,
          personas, session_id, recency, sessions, near_of, near_distance) in rows:
         if unit_id is None:
             continue
@@ -81,7 +82,7 @@ def unpack(rows: list[Row], planned: bool) -> Candidates:
     dense.sort(key=lambda ranked: ranked[0])
     sparse.sort(key=lambda ranked: ranked[0])
     return Candidates(rows[0][0], int(rows[0][1]), [row for _, row in dense], [row for _, row in sparse], near,
-                      details, planned)
+                      details, int(rows[0][2]), planned)
 
 
 def seedable(found: Candidates) -> set[str]:

@@ -362,7 +362,9 @@ def test_every_function_run_as_the_owner_searches_the_sessions_temporary_schema_
     session's temporary schema first for tables and views, so a caller's temporary object could stand in for the
     table the function reads or writes, and a caller's function in public for a pg_catalog one (sql/027)."""
     functions = dict(conn.execute(OWNERS_FUNCTIONS).fetchall())
-    assert set(functions) >= {"memory_text_matches(text,text[])", "memory_units_journal()",
+    assert set(functions) >= {"memory_text_matches(text,text[])", "memory_text_matches(text,text[],text[])",
+                              "memory_text_counts(text,text[])", "memory_text_audiences(text,text[])",
+                              "memory_units_journal()",
                               "memory_units_journal_inserts()", "memory_units_forget_vectors()",
                               "memory_sources_audience()", "memory_sources_changed()", "memory_canon_changed()"}
     assert [name for name, config in functions.items()
@@ -387,6 +389,7 @@ def test_a_callers_temporary_view_or_table_never_stands_in_for_a_table_the_owner
                      "valid_from, valid_until, expired_at, paths, to_tsvector('english', 'pipeline') AS tsv "
                      "FROM public.memory_units")
         found = conn.execute("SELECT count(*) FROM memory_text_matches('acme', ARRAY['pipeline'])").fetchone()[0]
+        counted = conn.execute("SELECT matches FROM memory_text_counts('acme', ARRAY['pipeline'])").fetchone()[0]
         conn.execute("CREATE TEMP TABLE memory_changes (seq bigserial, unit_id uuid, project text, revision integer,"
                      " status text, change text, xid xid8 DEFAULT pg_current_xact_id(), at timestamptz DEFAULT now())")
         updated = conn.execute("UPDATE public.memory_units SET revision = revision + 1 WHERE project = 'acme'"
@@ -394,7 +397,7 @@ def test_a_callers_temporary_view_or_table_never_stands_in_for_a_table_the_owner
         taken = conn.execute("SELECT count(*) FROM pg_temp.memory_changes").fetchone()[0]
         conn.execute("DROP VIEW pg_temp.memory_units")
         conn.execute("DROP TABLE pg_temp.memory_changes")
-    assert found == 1  # acme's one shared unit: not ana's private one, nor beta's
+    assert found == counted == 1  # acme's one shared unit: not ana's private one, nor beta's
     assert updated == 1 and taken == 0
     assert conn.execute(journal).fetchone()[0] == journalled + 1
 

@@ -3,7 +3,8 @@
 -- top %(seed_rank)s (the caller's seeds come from those and keep the turns that share a session), and each unit's
 -- number, importance, trust, validity, visible personas, session, all its sessions and recency. {dim} and {model}
 -- are the model the query vector was encoded for, composed per model so the partial index predicate matches. The
--- first row carries the serving model and the project size even when nothing matches. Each leg applies every filter
+-- first row carries the serving model, the project size and the (unit, term) pairs the sparse leg read even
+-- when nothing matches. Each leg applies every filter
 -- before its LIMIT; row-level security applies to every table read.
 WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan would parse it again for every row
     SELECT to_tsquery('english', %(tsquery)s) AS query
@@ -14,26 +15,61 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
     FROM memory_units u
     WHERE u.project = %(project)s AND u.tsv @@ (SELECT query FROM tsq) AND %(sparse)s::boolean
       AND (SELECT c.units < %(text_index_min)s FROM ctx c)
-), queries AS MATERIALIZED (  -- the query's distinct terms as parsed (two words may stem alike), each numbered
-    SELECT min(t.ord) AS term, q.query
+), queries AS MATERIALIZED (  -- the query's distinct terms as parsed (two words may stem alike), each numbered, with
+                              -- its first word
+    SELECT min(t.ord) AS term, q.query, (array_agg(t.word ORDER BY t.ord))[1] AS word
     FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS t(word, ord)
     CROSS JOIN LATERAL to_tsquery('english', t.word) AS q(query)
     GROUP BY q.query
+), counts AS MATERIALIZED (  -- from %(text_index_min)s units: each term's units this reader may see, counted in the
+                             -- owner's GIN index (memory_text_counts, sql/030), once (the inner side of a join, the
+                             -- function ran again for every term)
+    SELECT n.word, n.matches FROM memory_text_counts(%(project)s, ARRAY(SELECT word FROM queries)) AS n
+    WHERE %(sparse)s::boolean AND (SELECT c.units >= %(text_index_min)s FROM ctx c) AND n.matches > 0
+), counted AS MATERIALIZED (  -- and its idf
+    SELECT q.term, n.matches,
+           ln(1 + ((SELECT greatest(c.units, 1) FROM ctx c)::float8 - n.matches + 0.5) / (n.matches + 0.5)) AS idf
+    FROM counts n JOIN queries q ON q.word = n.word
+), ordered AS MATERIALIZED (  -- rarest first: the units counted up to each term and the idf of the terms after it
+    SELECT c.term, c.idf, row_number() OVER w AS place, sum(c.matches) OVER w AS reach,
+           coalesce(sum(c.idf) OVER (ORDER BY c.matches, c.term ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING), 0)
+           AS rest
+    FROM counted c WINDOW w AS (ORDER BY c.matches, c.term ROWS UNBOUNDED PRECEDING)
+), essential AS MATERIALIZED (  -- the rarest terms up to the first that holds the leg's candidates with the ones
+                                -- before it and alone outscores every term after it (MaxScore, sql/030): a unit
+                                -- holding none of them scores below every unit holding one
+    SELECT q.word FROM ordered o JOIN queries q ON q.term = o.term
+    WHERE o.place <= coalesce((SELECT min(place) FROM ordered WHERE reach >= %(candidates)s AND idf > rest * 1.000001),
+                              (SELECT max(place) FROM ordered))
+), essential_hits AS MATERIALIZED (  -- each (unit holding an essential term, term) pair, ranked by the whole query
+    SELECT q.term, u.id, u.number, u.type = 'episodic' AS episodic, ({recall/_unit_filters}) AS recallable, u.tsrank
+    FROM memory_text_matches(%(project)s, %(terms)s::text[], ARRAY(SELECT word FROM essential)) AS u
+    JOIN queries q ON u.tsv @@ q.query
+    WHERE %(sparse)s::boolean AND (SELECT c.units >= %(text_index_min)s FROM ctx c)
+), pruned AS MATERIALIZED (  -- the essential terms' units hold the leg's top: no other term, or at least the leg's
+                             -- candidates recallable among them (each scores above any unit of the other terms)
+    SELECT (SELECT count(*) FROM ordered) = (SELECT count(*) FROM essential)
+           OR (SELECT count(DISTINCT h.id) FROM essential_hits h WHERE h.recallable) >= %(candidates)s AS holds
 ), hits AS MATERIALIZED (  -- each (matching unit, term) pair, matched once: the idf counts them, the score sums them,
                             -- and they carry what the leg ranks by (a join back to matched rescans it per unit); from
                             -- %(text_index_min)s units the owner's match through the GIN index finds the units, which
                             -- applies the read policy itself (memory_text_matches, sql/027), joined here without a
-                            -- second copy of its rows
+                            -- second copy of its rows: the essential terms' units, or every term's where they fall short
     SELECT q.term, m.id, m.number, m.episodic, m.recallable, m.tsrank
     FROM matched m JOIN queries q ON m.tsv @@ q.query
     UNION ALL
+    SELECT * FROM essential_hits WHERE (SELECT holds FROM pruned)
+    UNION ALL
     SELECT q.term, u.id, u.number, u.type = 'episodic', ({recall/_unit_filters}), u.tsrank
     FROM memory_text_matches(%(project)s, %(terms)s::text[]) AS u JOIN queries q ON u.tsv @@ q.query
-    WHERE %(sparse)s::boolean AND (SELECT c.units >= %(text_index_min)s FROM ctx c)
-), terms AS MATERIALIZED (  -- BM25's idf per query term, counted over the project's matching units
+    WHERE %(sparse)s::boolean AND (SELECT c.units >= %(text_index_min)s FROM ctx c) AND NOT (SELECT holds FROM pruned)
+), terms AS MATERIALIZED (  -- BM25's idf per query term: counted over the project's matching units under
+                            -- %(text_index_min)s units, in the index from there (all of them, not only those read)
     SELECT h.term, ln(1 + ((SELECT greatest(c.units, 1) FROM ctx c)::float8 - count(*) + 0.5) / (count(*) + 0.5))
            AS idf
-    FROM hits h GROUP BY h.term
+    FROM hits h WHERE (SELECT c.units < %(text_index_min)s FROM ctx c) GROUP BY h.term
+    UNION ALL
+    SELECT term, idf FROM counted
 ), sparse AS MATERIALIZED (
     SELECT s.id AS unit_id, s.score, s.episodic, row_number() OVER (ORDER BY s.score DESC, s.tsrank DESC, s.number)
            AS rank
@@ -77,7 +113,7 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
     FROM pool p CROSS JOIN LATERAL (SELECT * FROM memory_units u WHERE u.id = p.unit_id LIMIT 1) AS u
     WHERE (SELECT c.units >= %(hnsw_min)s FROM ctx c)
 )
-SELECT ctx.model_key, ctx.units, u.unit_id::text, u.distance, u.dense_rank, u.score, u.sparse_rank,
+SELECT ctx.model_key, ctx.units, (SELECT count(*) FROM hits) AS text_hits, u.unit_id::text, u.distance, u.dense_rank, u.score, u.sparse_rank,
        u.type = 'episodic' AS episodic, u.number, u.importance, u.trust, u.valid_from,
        -- personas and session from the sources its reader may see (another persona's private source moves no
        -- rank); turns are neighbours when any of their sources share a session. A unit whose one source is the row
