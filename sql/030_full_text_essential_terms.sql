@@ -94,7 +94,10 @@ CREATE OR REPLACE FUNCTION memory_text_matches(match_project text, words text[])
 $$ SELECT * FROM public.memory_text_matches(match_project, words, words) $$;
 
 -- For each word (one per term: two words that stem alike are one term), how many units this reader may see in the
--- project hold it: BM25's document frequency, counted in the GIN index of sql/027 without ranking a unit.
+-- project hold it: BM25's document frequency, counted in the GIN index of sql/027 without ranking a unit. A word of
+-- one lexeme is an entry of tsv, so its units are not matched again on tsv (detoasting each: 5x the count); a word
+-- the parser splits ('1e90ff' is the phrase '1e90' <-> 'ff', as in hex colours and commit hashes) is matched on tsv
+-- as the leg matches it, or its count would be of units holding either part (an attacker's review found it).
 CREATE OR REPLACE FUNCTION memory_text_counts(match_project text, words text[])
     RETURNS TABLE (word text, matches bigint)
     LANGUAGE plpgsql STABLE PARALLEL RESTRICTED SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
@@ -106,14 +109,16 @@ BEGIN
         RETURN;
     END IF;
     RETURN QUERY EXECUTE
-        'WITH w AS MATERIALIZED (  -- each word''s entries made once, not again for every unit counted
-             SELECT t.word, public.memory_text_visible($2, ARRAY[t.word]) AS visible
-             FROM pg_catalog.unnest($5) AS t(word))
+        'WITH w AS MATERIALIZED (  -- each word''s entries and query made once, not again for every unit counted
+             SELECT t.word, public.memory_text_visible($2, ARRAY[t.word]) AS visible, q.matching,
+                    pg_catalog.numnode(q.matching) = 1 AS one_lexeme
+             FROM pg_catalog.unnest($5) AS t(word),
+                  pg_catalog.to_tsquery(''english''::regconfig, t.word) AS q(matching))
          SELECT w.word, (SELECT pg_catalog.count(*) FROM public.memory_units u
                          WHERE public.memory_unit_entries(u.project, u.private_to, u.tsv) @@ w.visible
+                           AND (w.one_lexeme OR u.tsv @@ w.matching)
                            AND (u.project || '''') = $1 AND (u.private_to IS NULL OR $3 = ANY (u.private_to) OR $4))
-         FROM w WHERE w.visible IS NOT NULL'  -- a stop word holds no entry; an entry is a word of tsv, so the
-                                              -- units are not matched again on it (detoasting each: 5x the count)
+         FROM w WHERE w.visible IS NOT NULL'  -- a stop word holds no entry
         USING match_project, audiences, public.memory_persona(),
               coalesce(match_project = ANY (public.memory_scope('forget')), false), words;
 END $$;

@@ -571,6 +571,10 @@ def full_text_store(mem) -> None:
     note(mem, "acme", **shared, persona="ana", task_id="T-ana")
     note(mem, "acme", **shared, persona="bo", task_id="T-bo")  # the same fact: private to both
     note(mem, "acme", "Kettle receipt", "The old kettle's receipt.")
+    # the parser reads '1e90ff' as the phrase '1e90' <-> 'ff': a word's count is of the units holding the phrase
+    note(mem, "acme", "Dashboard colour", "The dashboard is 1e90ff.")
+    for i in range(3):
+        note(mem, "acme", f"Quota {i}", f"Quota {i} is 1e90 bytes, ff flag set.")
 
 
 FULL_TEXT_READERS = {
@@ -614,7 +618,7 @@ def test_the_full_text_match_returns_row_for_row_what_the_read_policy_shows_each
     seen = {}
     for label, actor in FULL_TEXT_READERS.items():
         for project in ("acme", "other"):
-            for words in (["kettle"], ["kettle", "ana"], ["rota", "receipt", "zzzz"], ["zzzz"]):
+            for words in (["kettle"], ["kettle", "ana"], ["rota", "receipt", "zzzz"], ["zzzz"], ["1e90ff", "ff"]):
                 with authz.scoped(conn, actor):
                     by_function = {row[0] for row in conn.execute(
                         "SELECT id FROM memory_text_matches(%s, %s)", (project, words))}
@@ -683,7 +687,7 @@ def test_the_full_text_leg_reads_the_gin_index_from_its_threshold_with_the_same_
     for indexed in (True, False):
         monkeypatch.setattr(V, "TEXT_INDEX_MIN_PROJECT_UNITS", 0 if indexed else 10**9)
         for label, actor in FULL_TEXT_READERS.items():
-            for query in ("kettle rota", "service 512 proxy", "which kettle does ana descale"):
+            for query in ("kettle rota", "service 512 proxy", "which kettle does ana descale", "kettle dashboard 1e90ff"):
                 project = actor.read[0] if actor.read else "acme"
                 params = request_params(project, tsquery_terms(query), 10, datetime.now(UTC), False,
                                         reader=actor.name)
