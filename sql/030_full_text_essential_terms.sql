@@ -6,11 +6,11 @@
 -- 100,000 holds). The leg's score is BM25's idf summed over the terms a unit holds, so a unit holding only common
 -- terms scores at most the sum of their idfs: once enough units hold a rarer term whose idf alone is above that sum,
 -- none of those can reach the leg's top (MaxScore). recall/candidates counts each term's units here (the index's
--- posting list and the heap's visibility, no ranking: ~0.13 us a unit), takes the rarest terms up to that point,
+-- posting list and the heap's visibility, no ranking: ~0.3 us a unit), takes the rarest terms up to that point,
 -- reads their units here with every word's ts_rank, and falls back to every word's units when fewer than the leg's
 -- candidates are recallable among them: the leg's ranks are the same either way (tests/recall/test_search.py).
 --
--- Both functions run as the owner with the read policy of sql/027 and sql/028 applied by memory_text_audiences; the
+-- The functions run as the owner with the read policy of sql/027 and sql/028 applied by memory_text_audiences; the
 -- two-word-list match is the one body, which the one-list match of sql/028 now calls.
 
 -- The words checked as sql/027 checks them, and the audiences (entry prefixes) this reader may see in the project:
