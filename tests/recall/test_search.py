@@ -687,7 +687,8 @@ def test_the_full_text_leg_reads_the_gin_index_from_its_threshold_with_the_same_
     for indexed in (True, False):
         monkeypatch.setattr(V, "TEXT_INDEX_MIN_PROJECT_UNITS", 0 if indexed else 10**9)
         for label, actor in FULL_TEXT_READERS.items():
-            for query in ("kettle rota", "service 512 proxy", "which kettle does ana descale", "kettle dashboard 1e90ff"):
+            for query in ("kettle rota", "service 512 proxy", "which kettle does ana descale",
+                          "kettle dashboard 1e90ff"):
                 project = actor.read[0] if actor.read else "acme"
                 params = request_params(project, tsquery_terms(query), 10, datetime.now(UTC), False,
                                         reader=actor.name)
