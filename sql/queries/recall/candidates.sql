@@ -3,9 +3,8 @@
 -- top %(seed_rank)s (the caller's seeds come from those and keep the turns that share a session), and each unit's
 -- number, importance, trust, validity, visible personas, session, all its sessions and recency. {dim} and {model}
 -- are the model the query vector was encoded for, composed per model so the partial index predicate matches. The
--- first row carries the serving model, the project size and the (unit, term) pairs the sparse leg read even
--- when nothing matches. Each leg applies every filter
--- before its LIMIT; row-level security applies to every table read.
+-- first row carries the serving model, the project size and the (unit, term) pairs the sparse leg read even when
+-- nothing matches. Each leg applies every filter before its LIMIT; row-level security applies to every table read.
 WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan would parse it again for every row
     SELECT to_tsquery('english', %(tsquery)s) AS query
 ), matched AS MATERIALIZED (  -- under %(text_index_min)s units: the project's units matching the query, read by the
