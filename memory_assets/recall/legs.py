@@ -27,7 +27,7 @@ class Candidates(NamedTuple):
     sparse: list[Row]
     near: list[Row]
     details: dict[str, dict[str, Any]]
-    text_hits: int  # the (unit, term) pairs the sparse leg read: its cost, which its rarest terms bound (sql/030)
+    text_hits: int  # the (unit, term) pairs the sparse leg read: its cost, which its rarest terms bound (sql/031)
     planned: bool  # the statement was the project's own (database.project_plan), planned once
 
 

@@ -612,7 +612,7 @@ def test_the_full_text_match_returns_row_for_row_what_the_read_policy_shows_each
     """memory_text_matches (sql/027) runs as the owner so that the GIN index serves a reader's full-text leg, and so
     applies memory_app's read_scope policy itself: for every kind of reader, project and query it returns exactly
     the units the policy shows that reader among those the query matches (another project's, another persona's
-    private units and a reader without the read scope see nothing of them), and memory_text_counts (sql/030) counts
+    private units and a reader without the read scope see nothing of them), and memory_text_counts (sql/031) counts
     exactly those of each word."""
     full_text_store(mem)
     seen = {}
@@ -741,7 +741,7 @@ def sparse_leg(conn, actor, query: str, monkeypatch, indexed: bool, kinds=None):
 def test_a_large_projects_full_text_leg_reads_only_its_rarest_terms_units_and_ranks_as_if_it_read_all(
         mem, conn, monkeypatch):
     """From TEXT_INDEX_MIN_PROJECT_UNITS units the sparse leg counts each term's units first and reads only those of
-    its rarest terms when they hold the leg's candidates and each outscores every other term together (sql/030): a
+    its rarest terms when they hold the leg's candidates and each outscores every other term together (sql/031): a
     word every unit held made it read and rank the whole project (60 ms at 9,500 units). For every reader, words of
     every frequency and a filter that leaves too few of the rare units recallable (the leg then reads every term's),
     its ranks and scores are those of reading every unit that holds a word."""

@@ -21,7 +21,7 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
     CROSS JOIN LATERAL to_tsquery('english', t.word) AS q(query)
     GROUP BY q.query
 ), counts AS MATERIALIZED (  -- from %(text_index_min)s units: each term's units this reader may see, counted in the
-                             -- owner's GIN index (memory_text_counts, sql/030), once (the inner side of a join, the
+                             -- owner's GIN index (memory_text_counts, sql/031), once (the inner side of a join, the
                              -- function ran again for every term)
     SELECT n.word, n.matches FROM memory_text_counts(%(project)s, ARRAY(SELECT word FROM queries)) AS n
     WHERE %(sparse)s::boolean AND (SELECT c.units >= %(text_index_min)s FROM ctx c) AND n.matches > 0
@@ -35,7 +35,7 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
            AS rest
     FROM counted c WINDOW w AS (ORDER BY c.matches, c.term ROWS UNBOUNDED PRECEDING)
 ), essential AS MATERIALIZED (  -- the rarest terms up to the first that holds the leg's candidates with the ones
-                                -- before it and alone outscores every term after it (MaxScore, sql/030): a unit
+                                -- before it and alone outscores every term after it (MaxScore, sql/031): a unit
                                 -- holding none of them scores below every unit holding one
     SELECT q.word FROM ordered o JOIN queries q ON q.term = o.term
     WHERE o.place <= coalesce((SELECT min(place) FROM ordered WHERE reach >= %(candidates)s AND idf > rest * 1.000001),

@@ -11,7 +11,8 @@
 -- candidates are recallable among them: the leg's ranks are the same either way (tests/recall/test_search.py).
 --
 -- The functions run as the owner with the read policy of sql/027 and sql/028 applied by memory_text_audiences; the
--- two-word-list match is the one body, which the one-list match of sql/028 now calls.
+-- two-word-list match is the one body, which the one-list match of sql/028 now calls. (030 is not used: a migration
+-- of that number was folded into 029 before it shipped, and a development store that applied it records 030.)
 
 -- The words checked as sql/027 checks them, and the audiences (entry prefixes) this reader may see in the project:
 -- NULL when the reader has no read scope on it or there are no words. Raises on anything but plain words.
