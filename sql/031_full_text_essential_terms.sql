@@ -85,7 +85,8 @@ END $$;
 REVOKE ALL ON FUNCTION memory_text_matches(text, text[], text[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION memory_text_matches(text, text[], text[]) TO memory_app;
 
--- sql/028's match: every word finds units and ranks them.
+-- sql/028's match, every word finding units and ranking them, for callers of that signature (recall calls the
+-- three-argument match itself: a SECURITY DEFINER wrapper is one more call, never inlined).
 CREATE OR REPLACE FUNCTION memory_text_matches(match_project text, words text[])
     RETURNS TABLE (id uuid, project text, number bigint, type text, kind text, status text, private_to text[],
                    valid_from timestamptz, valid_until timestamptz, expired_at timestamptz, paths text[],

@@ -26,18 +26,18 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
     SELECT n.word, n.matches FROM memory_text_counts(%(project)s, ARRAY(SELECT word FROM queries)) AS n
     WHERE %(sparse)s::boolean AND (SELECT c.units >= %(text_index_min)s FROM ctx c) AND n.matches > 0
 ), counted AS MATERIALIZED (  -- and its idf
-    SELECT q.term, n.matches,
+    SELECT q.term, q.word, n.matches,
            ln(1 + ((SELECT greatest(c.units, 1) FROM ctx c)::float8 - n.matches + 0.5) / (n.matches + 0.5)) AS idf
     FROM counts n JOIN queries q ON q.word = n.word
 ), ordered AS MATERIALIZED (  -- rarest first: the units counted up to each term and the idf of the terms after it
-    SELECT c.term, c.idf, row_number() OVER w AS place, sum(c.matches) OVER w AS reach,
+    SELECT c.term, c.word, c.idf, row_number() OVER w AS place, sum(c.matches) OVER w AS reach,
            coalesce(sum(c.idf) OVER (ORDER BY c.matches, c.term ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING), 0)
            AS rest
     FROM counted c WINDOW w AS (ORDER BY c.matches, c.term ROWS UNBOUNDED PRECEDING)
 ), essential AS MATERIALIZED (  -- the rarest terms up to the first that holds the leg's candidates with the ones
                                 -- before it and alone outscores every term after it (MaxScore, sql/031): a unit
                                 -- holding none of them scores below every unit holding one
-    SELECT q.word FROM ordered o JOIN queries q ON q.term = o.term
+    SELECT o.word FROM ordered o
     WHERE o.place <= coalesce((SELECT min(place) FROM ordered WHERE reach >= %(candidates)s AND idf > rest * 1.000001),
                               (SELECT max(place) FROM ordered))
 ), essential_hits AS MATERIALIZED (  -- each (unit holding an essential term, term) pair, ranked by the whole query
@@ -53,14 +53,15 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
                             -- and they carry what the leg ranks by (a join back to matched rescans it per unit); from
                             -- %(text_index_min)s units the owner's match through the GIN index finds the units, which
                             -- applies the read policy itself (memory_text_matches, sql/027), joined here without a
-                            -- second copy of its rows: the essential terms' units, or every term's where they fall short
+                            -- second copy of its rows: the essential terms' units, or every term's where they fall
+                            -- short
     SELECT q.term, m.id, m.number, m.episodic, m.recallable, m.tsrank
     FROM matched m JOIN queries q ON m.tsv @@ q.query
     UNION ALL
     SELECT * FROM essential_hits WHERE (SELECT holds FROM pruned)
     UNION ALL
     SELECT q.term, u.id, u.number, u.type = 'episodic', ({recall/_unit_filters}), u.tsrank
-    FROM memory_text_matches(%(project)s, %(terms)s::text[]) AS u JOIN queries q ON u.tsv @@ q.query
+    FROM memory_text_matches(%(project)s, %(terms)s::text[], %(terms)s::text[]) AS u JOIN queries q ON u.tsv @@ q.query
     WHERE %(sparse)s::boolean AND (SELECT c.units >= %(text_index_min)s FROM ctx c) AND NOT (SELECT holds FROM pruned)
 ), terms AS MATERIALIZED (  -- BM25's idf per query term: counted over the project's matching units under
                             -- %(text_index_min)s units, in the index from there (all of them, not only those read)
@@ -112,7 +113,8 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
     FROM pool p CROSS JOIN LATERAL (SELECT * FROM memory_units u WHERE u.id = p.unit_id LIMIT 1) AS u
     WHERE (SELECT c.units >= %(hnsw_min)s FROM ctx c)
 )
-SELECT ctx.model_key, ctx.units, (SELECT count(*) FROM hits) AS text_hits, u.unit_id::text, u.distance, u.dense_rank, u.score, u.sparse_rank,
+SELECT ctx.model_key, ctx.units, (SELECT count(*) FROM hits) AS text_hits, u.unit_id::text, u.distance,
+       u.dense_rank, u.score, u.sparse_rank,
        u.type = 'episodic' AS episodic, u.number, u.importance, u.trust, u.valid_from,
        -- personas and session from the sources its reader may see (another persona's private source moves no
        -- rank); turns are neighbours when any of their sources share a session. A unit whose one source is the row
