@@ -116,13 +116,22 @@ class Memory:
     def remember_many(self, candidates: list[gates.Candidate] | Gating, *, fold_now: bool = True,
                       gate_workers: int = 1) -> dict[str, Any]:
         """Bulk write path (imports, evaluations): every candidate gated (in `gate_workers` processes for a large
-        batch, or by gate_soon beforehand), the rest captured and (by default) folded in one transaction; with the
-        kill switch on nothing is (all counts 0, "off": True)."""
+        batch, or by gate_soon beforehand), the rest captured and (by default) folded in one transaction; unfolded,
+        the keys of the rows that wait for a fold (to_fold, for fold_captured); with the kill switch on nothing is
+        (all counts 0, "off": True)."""
         tracing.annotate(candidates=len(candidates))
         with self.connection() as conn:
             if events.killed(conn):
-                return {"captured": 0, "inserted": 0, "rejected": {}, V.MEMORY_OFF: True}
+                return {"captured": 0, "inserted": 0, "rejected": {}, "to_fold": [], V.MEMORY_OFF: True}
             return capture.remember_many(conn, candidates, fold_now=fold_now, gate_workers=gate_workers)
+
+    @tracing.traced("memory.fold_captured", tracing.fields("inserted"))
+    def fold_captured(self, keys: list[str]) -> dict[str, Any]:
+        """Fold what remember_many(fold_now=False) left unfolded (its to_fold): how many became new units, and the
+        keys the database refused, whose rows are dropped (capture.fold_captured); the import folds so, one batch
+        behind its capture."""
+        with self.connection() as conn:
+            return capture.fold_captured(conn, keys)
 
     def refresh_statistics(self, written: int = 0) -> bool:
         """After a bulk load (the import): ANALYZE the units when they changed past autovacuum's threshold, so the

@@ -74,9 +74,10 @@ def remember(project: str | None, kind: str | None, type_: str | None, title: st
 
 
 class _Import:
-    """The running totals of one import, its candidates written in batches by one writer thread while the next
-    batch is read, validated and gated (at most one batch being written and one being gated, so memory stays
-    bounded); each batch is gated in as many processes as the machine has cores."""
+    """The running totals of one import: while the next batch is read, validated and gated (in as many processes as
+    the machine has cores), one writer thread captures the batch before it and one folder thread folds the batch
+    before that, so the server folds one batch while it captures the next; at most one batch is in each stage, so
+    memory stays bounded, and a batch captured but not folded when the import stops is folded by the inbox sensor."""
 
     def __init__(self, mem: Memory, fold_now: bool) -> None:
         self.mem = mem
@@ -86,7 +87,9 @@ class _Import:
         self.errors: list[str] = []
         self.totals: dict[str, Any] = {"lines": 0, "captured": 0, "inserted": 0, "rejected": {}}
         self.writer = ThreadPoolExecutor(1, thread_name_prefix="import-writer")
+        self.folder = ThreadPoolExecutor(1, thread_name_prefix="import-folder")
         self.pending: Future[None] | None = None
+        self.folding: Future[tuple[int, list[str]]] | None = None  # the writer's, then close()'s once it is done
 
     def add(self, number: int, candidate: gates.Candidate) -> None:
         """Queue one candidate with its line number; a full batch goes to the writer at once."""
@@ -95,8 +98,8 @@ class _Import:
             self.flush()
 
     def flush(self) -> None:
-        """Start gating the queued candidates, then hand them to the writer once it has written the previous batch:
-        the gate processes work on this batch while the server folds the one before."""
+        """Start gating the queued candidates, then hand them to the writer once it has captured the previous batch:
+        the gate processes work on this batch while the server captures and folds the ones before."""
         if not self.batch:
             return
         batch, self.batch = self.batch, []
@@ -105,38 +108,62 @@ class _Import:
         self.pending = self.writer.submit(self.write, batch, gating)
 
     def wait(self) -> None:
-        """Wait for the batch in flight; its error, if any, is raised here."""
+        """Wait for the batch being captured; its error, if any, is raised here."""
         if self.pending is not None:
             pending, self.pending = self.pending, None
             pending.result()
 
     def close(self) -> None:
-        """Write what is queued and wait for it: the totals are complete afterwards."""
+        """Capture and fold what is queued and wait for it: the totals are complete afterwards."""
         try:
             self.flush()
             self.wait()
+            self.folded()
         finally:
             self.writer.shutdown()
+            self.folder.shutdown()
 
     def write(self, batch: list[tuple[int, gates.Candidate]], gating: Gating) -> None:
-        """Write a gated batch through the bulk write path; should the database refuse it, write its candidates one
-        by one so only the refused lines are reported and the rest still imports."""
+        """Capture a gated batch through the bulk write path (should the database refuse it, its candidates one by
+        one, so only the refused lines are reported and the rest still imports), then hand the rows it captured to
+        the folder once the batch before is folded."""
         try:
-            self.count(self.mem.remember_many(gating, fold_now=self.fold_now))
+            keys = self.count(self.mem.remember_many(gating, fold_now=False))
         except (psycopg.DataError, psycopg.IntegrityError):
+            keys = []
             for number, candidate in batch:
                 try:
-                    self.count(self.mem.remember_many([candidate], fold_now=self.fold_now))
+                    keys += self.count(self.mem.remember_many([candidate], fold_now=False))
                 except (psycopg.DataError, psycopg.IntegrityError) as error:
                     self.errors.append(f"line {number}: refused by the database ({type(error).__name__})")
+        if self.fold_now and keys:
+            lines = {candidate.idempotency_key: number for number, candidate in reversed(batch)}
+            self.folded()
+            self.folding = self.folder.submit(self.fold, keys, lines)
 
-    def count(self, counts: dict[str, Any]) -> None:
-        """Add one write's counts to the totals."""
+    def fold(self, keys: list[str], lines: dict[str, int]) -> tuple[int, list[str]]:
+        """Fold one captured batch: how many new units, and a line for each row the database refused to fold."""
+        folded = self.mem.fold_captured(keys)
+        return folded["inserted"], [f"line {lines[key]}: refused by the database ({reason})"
+                                    for key, reason in folded["refused"].items()]
+
+    def folded(self) -> None:
+        """Wait for the batch being folded and count it; its error, if any, is raised here."""
+        if self.folding is not None:
+            folding, self.folding = self.folding, None
+            inserted, refused = folding.result()
+            self.totals["inserted"] += inserted
+            self.totals["captured"] -= len(refused)
+            self.errors += refused
+
+    def count(self, counts: dict[str, Any]) -> list[str]:
+        """Add one capture's counts to the totals; the keys of the rows it left for the fold."""
         self.totals["captured"] += counts["captured"]
-        self.totals["inserted"] += counts["inserted"]
         rejected = self.totals["rejected"]
         for reason, n in counts["rejected"].items():
             rejected[reason] = rejected.get(reason, 0) + n
+        keys: list[str] = counts["to_fold"]
+        return keys
 
 
 def candidate_of_line(raw: bytes, default_project: str | None) -> gates.Candidate:

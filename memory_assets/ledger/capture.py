@@ -65,20 +65,22 @@ def inbox_row(candidate: gates.Candidate) -> tuple[Any, ...]:
     return tuple(values[c] if c in values else getattr(candidate, c) for c in V.INBOX_COLUMNS)
 
 
-def capture(conn: psycopg.Connection[Any], candidates: list[gates.Candidate]) -> int:
-    """Append gated candidates to the inbox in one COPY-backed statement; replays (same idempotency key) are no-ops."""
+def capture(conn: psycopg.Connection[Any], candidates: list[gates.Candidate]) -> tuple[int, list[str]]:
+    """Append gated candidates to the inbox in one COPY-backed statement; replays (same idempotency key) are no-ops.
+    How many rows it wrote, and the keys of the candidates' rows that wait for a fold (those, and replays of rows
+    captured earlier and never folded)."""
     if not candidates:
-        return 0
+        return 0, []
     columns = ", ".join(V.INBOX_COLUMNS)
     with conn.cursor() as cur:
         cur.execute(query("ledger/create_inbox_stage"))
         with cur.copy(f"COPY inbox_stage ({columns}) FROM STDIN") as copy:
             for candidate in candidates:
                 copy.write_row(inbox_row(candidate))
-        cur.execute(query("ledger/insert_staged"))
-        inserted = cur.rowcount
+        cur.execute(query("ledger/insert_staged"), {"keys": [c.idempotency_key for c in candidates]})
+        staged = cur.fetchall()
         cur.execute("DELETE FROM inbox_stage")
-    return inserted
+    return sum(written for _, written in staged), [key for key, _ in staged]
 
 
 def fold(conn: psycopg.Connection[Any], *, day: date | None = None, keys: list[str] | None = None) -> dict[str, int]:
@@ -311,10 +313,32 @@ def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidat
         for (_, _, reason), (candidate, count) in rejections.items():
             record_rejection(conn, candidate, reason, count)
             rejected[reason] = rejected.get(reason, 0) + count
-        captured = capture(conn, passed)
+        captured, to_fold = capture(conn, passed)
         keys = list(dict.fromkeys(c.idempotency_key for c in passed))
         folded = fold(conn, keys=keys) if fold_now and passed else {"inserted": 0}
-    return {"captured": captured, "inserted": folded["inserted"], "rejected": rejected}
+    return {"captured": captured, "inserted": folded["inserted"], "rejected": rejected,
+            "to_fold": [] if fold_now else to_fold}
+
+
+def fold_captured(conn: psycopg.Connection[Any], keys: list[str]) -> dict[str, Any]:
+    """Fold the rows a capture left unfolded (remember_many's to_fold) in their own transaction: how many became new
+    units, whichever fold took them (the inbox sensor may have folded some first), and the keys whose unit the
+    database refused (with the error's class name), whose rows are dropped from the inbox, since every later fold of
+    their day would fail on them (each key is folded alone to find them, only when the batch's fold is refused)."""
+    refused: dict[str, str] = {}  # key -> the error's class name
+    try:
+        fold(conn, keys=keys)
+    except (psycopg.DataError, psycopg.IntegrityError):
+        for key in keys:
+            try:
+                fold(conn, keys=[key])
+            except (psycopg.DataError, psycopg.IntegrityError) as error:
+                refused[key] = type(error).__name__
+        if refused:
+            conn.execute(query("ledger/drop_unfolded"), {"keys": list(refused)})
+            log.warning("dropped %d captured rows the database refused to fold", len(refused))
+    inserted = one(conn.execute(query("ledger/captured_new_units"), {"keys": keys}))[0]
+    return {"inserted": inserted, "refused": refused}
 
 
 def correct(conn: psycopg.Connection[Any], project: str, token: str, *, title: str | None = None,

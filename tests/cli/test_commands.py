@@ -4,6 +4,8 @@ import dataclasses
 import json
 import time
 
+import psycopg
+import pytest
 from click.testing import CliRunner
 
 from memory_assets import vocabulary as V
@@ -89,6 +91,36 @@ def test_import_reports_bad_lines_by_number_and_imports_the_rest(clean, tmp_path
     assert "line 3: title: at most 80 characters" in result.stderr
     assert "line 5: not valid UTF-8" in result.stderr
     assert json.loads(run("stats", "--json").stdout)["units_by_status"] == {"active": 2}
+
+
+def test_an_import_whose_fold_fails_loses_nothing_it_captured(clean, tmp_path, conn, monkeypatch, today):
+    """The import folds each batch after capturing it: should a fold fail (the server gone mid-import), the command
+    fails, and what it captured waits in the inbox, for the ledger's fold or the import run again, every line once."""
+    from memory_assets.api import Memory
+    from memory_assets.ledger import capture
+
+    monkeypatch.setattr(V, "IMPORT_BATCH", 2)
+    folds = []
+    real = Memory.fold_captured
+
+    def fails_second(self, keys):
+        folds.append(keys)
+        if len(folds) == 2:
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return real(self, keys)
+
+    monkeypatch.setattr(Memory, "fold_captured", fails_second)
+    path = tmp_path / "units.jsonl"
+    path.write_text("\n".join(json.dumps({**GOOD, "title": f"Fact {i}"}) for i in range(5)) + "\n")
+    with pytest.raises(psycopg.OperationalError):
+        run("import", str(path), "--json")
+    assert conn.execute("SELECT count(*) FROM memory_inbox").fetchone()[0] in (4, 5)  # the last batch may be next
+    assert conn.execute("SELECT count(*) FROM memory_units").fetchone()[0] == 2
+    monkeypatch.setattr(Memory, "fold_captured", real)
+    again = run("import", str(path), "--json")
+    assert again.exit_code == 0 and json.loads(again.stdout)["inserted"] == 3
+    assert capture.fold(conn, day=today)["inserted"] == 0
+    assert conn.execute("SELECT count(*), count(DISTINCT title) FROM memory_units").fetchone() == (5, 5)
 
 
 def test_import_without_fold_leaves_rows_for_the_ledger(clean, tmp_path, conn):

@@ -617,6 +617,38 @@ def test_fold_takes_a_day_or_keys_and_folds_only_those(conn, today):
         capture.fold(conn)
 
 
+def test_fold_captured_counts_the_new_units_of_its_rows_whichever_fold_took_them(conn, today):
+    """The import folds a batch after capturing it, so the inbox sensor may fold some of its rows first: the count
+    is of the batch's rows that became new units, not of what this fold did. A replay of a folded row waits for no
+    fold; a replay of a row captured and never folded (an import stopped between the two) does."""
+    rows = [gates.validate(**{**FACT, "title": f"Relay vendor {i}"}, task_id=f"T-{i}") for i in range(5)]
+    keys = [r.idempotency_key for r in rows]
+    first = capture.remember_many(conn, rows[:3], fold_now=False)
+    assert (first["captured"], first["to_fold"]) == (3, keys[:3])
+    assert capture.fold(conn, keys=keys[:2])["inserted"] == 2  # the sensor, meanwhile
+    assert capture.fold_captured(conn, first["to_fold"]) == {"inserted": 3, "refused": {}}
+    assert capture.remember_many(conn, [rows[4]], fold_now=False)["to_fold"] == keys[4:]  # never folded
+    again = capture.remember_many(conn, rows, fold_now=False)
+    assert (again["captured"], sorted(again["to_fold"])) == (1, sorted(keys[3:]))
+    duplicate = capture.remember_many(conn, [gates.validate(**{**FACT, "title": "Relay vendor 0"}, task_id="T-9")],
+                                      fold_now=False)["to_fold"]
+    assert capture.fold_captured(conn, again["to_fold"] + duplicate) == {"inserted": 2, "refused": {}}
+    assert conn.execute("SELECT count(*) FROM memory_units").fetchone()[0] == 5
+    assert capture.remember_many(conn, rows)["to_fold"] == []
+
+
+def test_fold_captured_drops_a_row_the_database_refuses_and_folds_the_rest(conn, today):
+    """Should a row pass validation and its unit be refused by the database, the batch's fold is undone, each row
+    folded alone, and the refused one dropped from the inbox: left there, it would fail every fold of its day."""
+    rows = [gates.validate(**{**FACT, "title": f"Relay vendor {i}"}, task_id=f"T-{i}") for i in range(3)]
+    rows[1] = dataclasses.replace(rows[1], title="x" * 81)  # past validation; the units' CHECK refuses it
+    keys = capture.remember_many(conn, rows, fold_now=False)["to_fold"]
+    assert capture.fold_captured(conn, keys) == {"inserted": 2, "refused": {rows[1].idempotency_key: "CheckViolation"}}
+    assert conn.execute("SELECT count(*) FROM memory_inbox WHERE unit_id IS NULL").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM memory_inbox").fetchone()[0] == 2
+    assert capture.fold(conn, day=today)["inserted"] == 0
+
+
 def test_a_batch_gated_beforehand_is_judged_and_written_as_a_list_is(conn):
     """remember_many takes gate_soon's batch in place of the candidates: the same verdicts (worker processes
     included), the rejected secret counted and never stored, the rest inserted."""
