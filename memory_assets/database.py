@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import json
 import logging
@@ -16,7 +17,7 @@ from collections.abc import Iterator
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 import psycopg
@@ -429,6 +430,8 @@ def open_pool(url: str, max_size: int = V.POOL_MAX_SIZE) -> ConnectionPool:
     stream reach the socket a moment later, so a connection that looks quiet may already be gone."""
 
     def check(conn: psycopg.Connection[Any]) -> None:
+        if _CHECKED_BY_FIRST_ANSWER.get():  # the caller's first statement checks it (first_answer_checks)
+            return
         try:
             ConnectionPool.check_connection(conn)
         except psycopg.Error:
@@ -438,6 +441,7 @@ def open_pool(url: str, max_size: int = V.POOL_MAX_SIZE) -> ConnectionPool:
 
     pool: ConnectionPool = LastInFirstOutPool(
         functools.partial(live_url, url),
+        connection_class=AnsweredConnection,
         min_size=1,
         max_size=max_size,
         kwargs=connection_kwargs(),
@@ -450,6 +454,38 @@ def open_pool(url: str, max_size: int = V.POOL_MAX_SIZE) -> ConnectionPool:
         name="memory_assets",
     )
     return pool
+
+
+class AnsweredConnection(psycopg.Connection[Any]):
+    """A connection that knows whether the server has answered it since first_answer_checks handed it out."""
+
+    answered = True
+
+    def wait(self, *args: Any, **kwargs: Any) -> Any:
+        result = super().wait(*args, **kwargs)
+        self.answered = True
+        return result
+
+
+_CHECKED_BY_FIRST_ANSWER = contextvars.ContextVar("checked_by_first_answer", default=False)
+
+
+@contextlib.contextmanager
+def first_answer_checks(pool: ConnectionPool) -> Iterator[AnsweredConnection]:
+    """A pooled connection handed out without the pool's check: the caller's first statement is the check, for a
+    call that can send itself again on a checked connection when the connection turns out broken before the server
+    answered it (`answered` False); remember()'s write, idempotent by its key, saves the check's round trip so."""
+    checked_by_caller = _CHECKED_BY_FIRST_ANSWER.set(True)
+    try:
+        conn = cast(AnsweredConnection, pool.getconn())
+    finally:
+        _CHECKED_BY_FIRST_ANSWER.reset(checked_by_caller)
+    conn.answered = False
+    try:
+        with conn:
+            yield conn
+    finally:
+        pool.putconn(conn)
 
 
 class LastInFirstOutPool(ConnectionPool):

@@ -224,6 +224,51 @@ def test_a_connection_terminated_a_moment_ago_is_never_handed_out(clean):
         pool.close()
 
 
+def test_a_remember_on_a_connection_terminated_a_moment_ago_is_sent_again_and_says_what_it_did(clean, caplog):
+    """remember() takes its connection without the pool's check (a round trip, a ninth of the call): its write is
+    the check. Should the connection be gone before the server answered, the write, idempotent by its key, is sent
+    again on a checked connection: every call right after a terminate stores its unit once and says so."""
+    import memory_assets
+
+    mem = memory_assets.connect(clean, pool_size=1)
+    try:
+        with psycopg.connect(clean, autocommit=True) as admin, caplog.at_level("INFO", "memory_assets.api"):
+            for i in range(30):
+                with mem.connection() as conn:
+                    backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+                admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+                result = mem.remember(project="acme", kind="env", type="semantic", title=f"Port {i}",
+                                      body=f"The relay listens on port {9000 + i}.")
+                assert (result.status, result.token) == (V.STATUS_ACTIVE, f"{V.TOKEN_PREFIX}{i + 1}")
+            assert admin.execute("SELECT count(*), count(DISTINCT title) FROM memory_units").fetchone() == (30, 30)
+        sent_again = [r for r in caplog.records if "sent again" in r.getMessage()]
+        assert len(sent_again) >= 20, len(sent_again)  # the write itself met the dead connection, nearly always
+    finally:
+        mem.close()
+
+
+def test_a_remember_whose_connection_breaks_after_an_answer_is_not_sent_again(clean, monkeypatch):
+    """Only a call the server never answered is sent again: once it answered (a canon read, a rejection counted),
+    the connection was alive when the call began, and the error is the caller's, as any other call's."""
+    import memory_assets
+
+    calls = []
+
+    def answers_then_breaks(conn, candidate, **kwargs):
+        calls.append(kwargs)
+        conn.execute("SELECT 1")
+        conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+    monkeypatch.setattr(capture, "remember", answers_then_breaks)
+    mem = memory_assets.connect(clean, pool_size=1)
+    try:
+        with pytest.raises(psycopg.OperationalError):
+            mem.remember(project="acme", kind="env", type="semantic", title="Port", body="The relay listens on 9000.")
+        assert len(calls) == 1
+    finally:
+        mem.close()
+
+
 def test_the_pool_replaces_connections_the_server_dropped(clean):
     """A connection the server terminated (a restart, an idle timeout, a failover) is never handed out: the pool
     checks each one, drops every idle one once it finds a broken one, and reconnects on the same request."""

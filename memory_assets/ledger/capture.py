@@ -116,14 +116,16 @@ KILLED = RememberResult(status=V.MEMORY_OFF, reason=V.SWITCH_KILLED)
 
 
 def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersedes: str | None = None,
-             canons: canon.Canons | None = None) -> RememberResult:
+             canons: canon.Canons | None = None, resent: bool = False) -> RememberResult:
     """The public write path for one candidate: gates, then inbox, then fold; rejected text is never stored, and
     nothing is stored or counted while the kill switch is on (status "off").
 
     With `supersedes` (a token), the new unit replaces that one in the same transaction. The gates run before the
     transaction opens, so a slow gate never holds a lock. `canons` keeps the canon the gates read (Memory keeps one
     per process), so the write is the call's only statement: it carries the canon's version, and should the canon
-    have changed since, it writes nothing and the candidate is gated again under the canon read anew.
+    have changed since, it writes nothing and the candidate is gated again under the canon read anew. `resent`: the
+    call is sent again because its connection broke before the server answered, so a replay of its own key is the
+    write it was (the server may have committed it before the connection broke), not a duplicate.
     """
     supersedes = supersedes_token(supersedes)
     canons = canons if canons is not None else canon.Canons(size=0)
@@ -157,7 +159,7 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersed
         with conn.transaction():
             record_rejection(conn, candidate, V.REASON_FORGOTTEN)
         return RememberResult(status=V.OUTCOME_REJECTED, reason=V.REASON_FORGOTTEN)
-    status = V.OUTCOME_DUPLICATE if (outcome == V.INBOX_DUPLICATE or replayed) else status
+    status = V.OUTCOME_DUPLICATE if (outcome == V.INBOX_DUPLICATE or (replayed and not resent)) else status
     return RememberResult(status=status, token=tokens.token_of(number), unit_id=str(unit_id))
 
 

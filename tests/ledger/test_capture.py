@@ -617,6 +617,18 @@ def test_fold_takes_a_day_or_keys_and_folds_only_those(conn, today):
         capture.fold(conn)
 
 
+def test_a_resent_write_reports_a_replay_of_its_own_key_as_the_write_it_was(conn):
+    """remember() sends a write again when its connection broke before the server answered, and the server may have
+    committed it by then: that replay of its own key is the write it was, where any other replay is a duplicate."""
+    fact = gates.validate(**FACT)
+    first = capture.remember(conn, fact)
+    assert first.status == V.STATUS_ACTIVE
+    assert capture.remember(conn, fact).status == V.OUTCOME_DUPLICATE
+    assert capture.remember(conn, fact, resent=True) == first
+    again = capture.remember(conn, gates.validate(**FACT, task_id="T-2"), resent=True)  # another key, same text
+    assert (again.status, again.token) == (V.OUTCOME_DUPLICATE, first.token)
+
+
 def test_fold_captured_counts_the_new_units_of_its_rows_whichever_fold_took_them(conn, today):
     """The import folds a batch after capturing it, so the inbox sensor may fold some of its rows first: the count
     is of the batch's rows that became new units, not of what this fold did. A replay of a folded row waits for no
