@@ -148,22 +148,25 @@ GOALS = (
          "12.1 ms on an EPYC here)"),
     Goal("remember(), one writer", "ingest", ("units_per_second_median", "remember_1"), 1000, False, " units/s",
          "compare durable_commit (INSERT + COMMIT alone) in ingest.json: where the disk's flush is the bound, only "
-         "batching (remember_many), never an unflushed acknowledgement; where it is not, the server's own work: a "
-         "call is one statement after the pool's check (memory_remember_gated checks the kill switch and the canon "
-         "version the gates read, then folds its one row), ~0.7 ms of the server's time, timed per statement: the "
-         "unit's insert ~250 us (heap, eight indexes, tsvector, foreign keys, journal), the inbox link with the source "
-         "~135 us, the inbox row ~100 us, the counter's lock and update ~90 us (docs/scaling.md item 2); next: what "
-         "of the unit's insert is the heap, the unique checks and the tsvector"),
+         "batching (remember_many), never an unflushed acknowledgement; where it is not, the server's own work. A "
+         "call is one statement, its write the connection's check since 84df565 (the pool's check round trip was a "
+         "ninth of the call: 846 -> 970 calls/s, eight paired runs; docs/scaling.md item 2). The server's ~0.6 ms "
+         "of CPU a call, sampled with perf: executor set-up of every statement (~14 %), the triggers (~17 %: the "
+         "sources' audience, the units' journal, foreign keys), the commit's flush (~11 %), index inserts (~11 %), "
+         "and each single-row insert parsing and planning its table's CHECK constraints and the generated tsv from "
+         "the catalog (~20 %; without any CHECK constraint a call is 7 % faster). Next: one CHECK per table (a "
+         "predicate function), or domains, whose checks the type cache keeps planned; the audience trigger skipped "
+         "for a unit's origin source"),
     Goal("CLI import (remember_many in batches, gated in parallel)", "ingest", ("units_per_second_median", "import"),
          5000, False, " lines/s",
-         "the gates of the next batch already run beside the fold of the last one; per line ~30-40 us of validation "
-         "in the reading thread, ~70 us of gates in the gate processes and ~95 us of the server's fold (the unit's "
-         "insert with its indexes and tsvector, the audit row, the inbox link and source, ~17 us of foreign-key "
-         "checks) share two cores, and the command ends with the planner's statistics refreshed (63-196 ms of a "
-         "10,000-line import as the store grows; docs/scaling.md item 11). Since bc85ed9 the writer reads each "
-         "candidate's keys once and the refresh skips the units' text columns (sql/023): the import 1.105x, paired "
-         "and interleaved on an EPYC (docs/scaling.md item 1). Next: fewer index entries per row, or the inbox rows "
-         "written folded"),
+         "the gates of the next batch run beside the capture of the one before and, since 069df16, its capture "
+         "beside the fold of the one before that, each in its own transaction (1.13x, six paired runs; docs/scaling.md "
+         "item 1). The fold is the critical path: ~110 us a row alone, ~150 with the capture, the gates (~70 us a "
+         "line) and the reading thread's validation (~30 us) beside it on two cores, and folds of one project "
+         "serialise on its counter row (gap-free numbers). The command ends with the planner's statistics refreshed "
+         "(0.1-0.26 s of a 10,000-line import as the store grows, its 30,000-row sample ~45 ms of it; items 11-12). "
+         "Next: the fold's per-row work (each table's CHECK constraints and generated tsv are set up per statement, "
+         "cheap in a batch; the inbox row is updated after its insert, not HOT), fewer index entries per row"),
     Goal("embedding stage / raw encode()", "embed", ("ratio_stage_vs_raw_encode",), 0.9, False, X,
          "the writes already overlap the encoding (one batch in flight) and the figure follows an untimed warm-up "
          "with the order alternating; what is left is the server's HNSW inserts on the same two cores as the "

@@ -108,7 +108,7 @@ class Memory:
                 try:
                     return capture.remember(conn, candidate, canons=self.canons)
                 except psycopg.OperationalError:
-                    if conn.answered or not conn.broken:
+                    if not database.broke_before_an_answer(conn):
                         raise
             log.info("remember: the connection broke before the server answered; sent again on a checked one")
             self.pool.check()  # the server went away: every idle connection is checked, as the pool's check does

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 from urllib.parse import quote
 
 import psycopg
@@ -471,21 +471,29 @@ _CHECKED_BY_FIRST_ANSWER = contextvars.ContextVar("checked_by_first_answer", def
 
 
 @contextlib.contextmanager
-def first_answer_checks(pool: ConnectionPool) -> Iterator[AnsweredConnection]:
+def first_answer_checks(pool: ConnectionPool) -> Iterator[psycopg.Connection[Any]]:
     """A pooled connection handed out without the pool's check: the caller's first statement is the check, for a
     call that can send itself again on a checked connection when the connection turns out broken before the server
-    answered it (`answered` False); remember()'s write, idempotent by its key, saves the check's round trip so."""
+    answered it (broke_before_an_answer); remember()'s write, idempotent by its key, saves the check's round trip so.
+    The call's first round trip must be one that may be sent twice."""
     checked_by_caller = _CHECKED_BY_FIRST_ANSWER.set(True)
     try:
-        conn = cast(AnsweredConnection, pool.getconn())
+        conn = pool.getconn()
     finally:
         _CHECKED_BY_FIRST_ANSWER.reset(checked_by_caller)
-    conn.answered = False
+    if isinstance(conn, AnsweredConnection):
+        conn.answered = False
     try:
         with conn:
             yield conn
     finally:
         pool.putconn(conn)
+
+
+def broke_before_an_answer(conn: psycopg.Connection[Any]) -> bool:
+    """Whether a connection first_answer_checks handed out broke before the server answered anything of the call,
+    the only case in which the call may be sent again (never for a connection of a pool open_pool did not make)."""
+    return isinstance(conn, AnsweredConnection) and not conn.answered and conn.broken
 
 
 class LastInFirstOutPool(ConnectionPool):

@@ -269,6 +269,27 @@ def test_a_remember_whose_connection_breaks_after_an_answer_is_not_sent_again(cl
         mem.close()
 
 
+def test_a_remember_on_a_pool_open_pool_did_not_make_is_never_sent_again(clean, monkeypatch):
+    """Memory takes any psycopg pool: its connections do not note the server's answers, so a broken one never counts
+    as unanswered and the call is not sent again (a rejection counted before the break would count twice)."""
+    from psycopg_pool import ConnectionPool
+
+    from memory_assets.api import Memory
+
+    calls = []
+
+    def breaks(conn, candidate, **kwargs):
+        calls.append(kwargs)
+        conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+    monkeypatch.setattr(capture, "remember", breaks)
+    with ConnectionPool(clean, min_size=1, max_size=1, kwargs={"autocommit": True}) as pool:
+        with pytest.raises(psycopg.OperationalError):
+            Memory(pool, clean).remember(project="acme", kind="env", type="semantic", title="Port",
+                                         body="The relay listens on 9000.")
+    assert len(calls) == 1
+
+
 def test_the_pool_replaces_connections_the_server_dropped(clean):
     """A connection the server terminated (a restart, an idle timeout, a failover) is never handed out: the pool
     checks each one, drops every idle one once it finds a broken one, and reconnects on the same request."""

@@ -90,6 +90,7 @@ class _Import:
         self.folder = ThreadPoolExecutor(1, thread_name_prefix="import-folder")
         self.pending: Future[None] | None = None
         self.folding: Future[tuple[int, list[str]]] | None = None  # the writer's, then close()'s once it is done
+        self.folding_keys: set[str] = set()  # the keys of the batch being folded (the writer's)
 
     def add(self, number: int, candidate: gates.Candidate) -> None:
         """Queue one candidate with its line number; a full batch goes to the writer at once."""
@@ -108,10 +109,11 @@ class _Import:
         self.pending = self.writer.submit(self.write, batch, gating)
 
     def wait(self) -> None:
-        """Wait for the batch being captured; its error, if any, is raised here."""
+        """Wait for the batch being captured; its error, if any, is raised here (and again by close(), which also
+        waits for it should an interrupt stop this wait)."""
         if self.pending is not None:
-            pending, self.pending = self.pending, None
-            pending.result()
+            self.pending.result()
+            self.pending = None
 
     def close(self) -> None:
         """Capture and fold what is queued and wait for it: the totals are complete afterwards."""
@@ -136,10 +138,14 @@ class _Import:
                     keys += self.count(self.mem.remember_many([candidate], fold_now=False))
                 except (psycopg.DataError, psycopg.IntegrityError) as error:
                     self.errors.append(f"line {number}: refused by the database ({type(error).__name__})")
+        # a key of the batch being folded is still unfolded when this batch's capture reads the inbox: that fold
+        # counts it, this one must not
+        keys = [key for key in keys if key not in self.folding_keys]
         if self.fold_now and keys:
             lines = {candidate.idempotency_key: number for number, candidate in reversed(batch)}
             self.folded()
             self.folding = self.folder.submit(self.fold, keys, lines)
+            self.folding_keys = set(keys)
 
     def fold(self, keys: list[str], lines: dict[str, int]) -> tuple[int, list[str]]:
         """Fold one captured batch: how many new units, and a line for each row the database refused to fold."""
@@ -150,8 +156,8 @@ class _Import:
     def folded(self) -> None:
         """Wait for the batch being folded and count it; its error, if any, is raised here."""
         if self.folding is not None:
-            folding, self.folding = self.folding, None
-            inserted, refused = folding.result()
+            inserted, refused = self.folding.result()
+            self.folding = None
             self.totals["inserted"] += inserted
             self.totals["captured"] -= len(refused)
             self.errors += refused

@@ -9,6 +9,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from memory_assets import tokens
+from memory_assets import vocabulary as V
 from memory_assets.database import query
 
 
@@ -60,8 +61,10 @@ def summary(units: list[tuple[Any, ...]], rejections: list[tuple[Any, ...]]) -> 
 
 
 def unfolded_days(conn: psycopg.Connection[Any]) -> list[tuple[date, int]]:
-    """Days with inbox rows not yet folded, each with its newest inbox id (a run key that changes with new rows)."""
-    return [(day, newest) for day, newest in conn.execute(query("ledger/unfolded_days")).fetchall()]
+    """Days with inbox rows left unfolded past V.INBOX_FOLD_GRACE_SECONDS, each with its newest inbox id (a run key
+    that changes with new rows)."""
+    rows = conn.execute(query("ledger/unfolded_days"), {"grace": V.INBOX_FOLD_GRACE_SECONDS}).fetchall()
+    return [(day, newest) for day, newest in rows]
 
 
 def project_changes(conn: psycopg.Connection[Any]) -> list[tuple[str, int]]:

@@ -114,13 +114,34 @@ def test_an_import_whose_fold_fails_loses_nothing_it_captured(clean, tmp_path, c
     path.write_text("\n".join(json.dumps({**GOOD, "title": f"Fact {i}"}) for i in range(5)) + "\n")
     with pytest.raises(psycopg.OperationalError):
         run("import", str(path), "--json")
-    assert conn.execute("SELECT count(*) FROM memory_inbox").fetchone()[0] in (4, 5)  # the last batch may be next
+    assert conn.execute("SELECT count(*) FROM memory_inbox").fetchone()[0] == 5  # the last batch's capture came first
     assert conn.execute("SELECT count(*) FROM memory_units").fetchone()[0] == 2
     monkeypatch.setattr(Memory, "fold_captured", real)
     again = run("import", str(path), "--json")
     assert again.exit_code == 0 and json.loads(again.stdout)["inserted"] == 3
     assert capture.fold(conn, day=today)["inserted"] == 0
     assert conn.execute("SELECT count(*), count(DISTINCT title) FROM memory_units").fetchone() == (5, 5)
+
+
+def test_a_line_repeated_in_the_next_batch_is_counted_once(clean, tmp_path, monkeypatch):
+    """The next batch is captured while the one before is folded, so a line of both is still unfolded when the second
+    capture reads the inbox: the first batch's fold counts it, the second's must not."""
+    from memory_assets.api import Memory
+
+    monkeypatch.setattr(V, "IMPORT_BATCH", 2)
+    real = Memory.fold_captured
+
+    def slow(self, keys):  # the second batch's capture reads the inbox before the first batch's fold commits
+        time.sleep(0.3)
+        return real(self, keys)
+
+    monkeypatch.setattr(Memory, "fold_captured", slow)
+    lines = [{**GOOD, "title": title} for title in ("Fact A", "Fact B", "Fact A", "Fact C")]
+    path = tmp_path / "units.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    result = run("import", str(path), "--json")
+    summary = json.loads(result.stdout)
+    assert result.exit_code == 0 and (summary["captured"], summary["inserted"]) == (3, 3), summary
 
 
 def test_import_without_fold_leaves_rows_for_the_ledger(clean, tmp_path, conn):

@@ -646,7 +646,6 @@ def test_fold_captured_counts_the_new_units_of_its_rows_whichever_fold_took_them
                                       fold_now=False)["to_fold"]
     assert capture.fold_captured(conn, again["to_fold"] + duplicate) == {"inserted": 2, "refused": {}}
     assert conn.execute("SELECT count(*) FROM memory_units").fetchone()[0] == 5
-    assert capture.remember_many(conn, rows)["to_fold"] == []
 
 
 def test_fold_captured_drops_a_row_the_database_refuses_and_folds_the_rest(conn, today):
