@@ -283,10 +283,10 @@ def test_a_remember_on_a_pool_open_pool_did_not_make_is_never_sent_again(clean, 
         conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
 
     monkeypatch.setattr(capture, "remember", breaks)
-    with ConnectionPool(clean, min_size=1, max_size=1, kwargs={"autocommit": True}) as pool:
-        with pytest.raises(psycopg.OperationalError):
-            Memory(pool, clean).remember(project="acme", kind="env", type="semantic", title="Port",
-                                         body="The relay listens on 9000.")
+    pool = ConnectionPool(clean, min_size=1, max_size=1, kwargs={"autocommit": True})
+    with pool, pytest.raises(psycopg.OperationalError):
+        Memory(pool, clean).remember(project="acme", kind="env", type="semantic", title="Port",
+                                     body="The relay listens on 9000.")
     assert len(calls) == 1
 
 
