@@ -152,11 +152,11 @@ GOALS = (
          "call is one statement, its write the connection's check since 84df565 (the pool's check round trip was a "
          "ninth of the call: 846 -> 970 calls/s, eight paired runs; docs/scaling.md item 2). The server's ~0.6 ms "
          "of CPU a call, sampled with perf: executor set-up of every statement (~14 %), the triggers (~17 %: the "
-         "sources' audience, the units' journal, foreign keys), the commit's flush (~11 %), index inserts (~11 %), "
-         "and each single-row insert parsing and planning its table's CHECK constraints and the generated tsv from "
-         "the catalog (~20 %; without any CHECK constraint a call is 7 % faster). Next: one CHECK per table (a "
-         "predicate function), or domains, whose checks the type cache keeps planned; the audience trigger skipped "
-         "for a unit's origin source"),
+         "sources' audience, the units' journal, foreign keys), the commit (~14 %, its fdatasync ~9 %), index "
+         "inserts (~11 %), and each single-row insert parsing and planning its table's CHECK constraints and the "
+         "generated tsv from the catalog (~15 %; without any CHECK constraint a call is 7 % faster). Next: one "
+         "CHECK per table (a predicate function), or domains, whose checks the type cache keeps planned; the "
+         "audience trigger skipped for a unit's origin source"),
     Goal("CLI import (remember_many in batches, gated in parallel)", "ingest", ("units_per_second_median", "import"),
          5000, False, " lines/s",
          "the gates of the next batch run beside the capture of the one before and, since 069df16, its capture "

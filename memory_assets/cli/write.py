@@ -77,7 +77,8 @@ class _Import:
     """The running totals of one import: while the next batch is read, validated and gated (in as many processes as
     the machine has cores), one writer thread captures the batch before it and one folder thread folds the batch
     before that, so the server folds one batch while it captures the next; at most one batch is in each stage, so
-    memory stays bounded, and a batch captured but not folded when the import stops is folded by the inbox sensor."""
+    memory stays bounded, and a batch captured but not folded when the import stops is folded by the inbox sensor or
+    by the import run again."""
 
     def __init__(self, mem: Memory, fold_now: bool) -> None:
         self.mem = mem
@@ -168,8 +169,7 @@ class _Import:
         rejected = self.totals["rejected"]
         for reason, n in counts["rejected"].items():
             rejected[reason] = rejected.get(reason, 0) + n
-        keys: list[str] = counts["to_fold"]
-        return keys
+        return list(counts["to_fold"])
 
 
 def candidate_of_line(raw: bytes, default_project: str | None) -> gates.Candidate:

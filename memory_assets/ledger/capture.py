@@ -324,7 +324,7 @@ def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidat
 
 def fold_captured(conn: psycopg.Connection[Any], keys: list[str]) -> dict[str, Any]:
     """Fold the rows a capture left unfolded (remember_many's to_fold) in their own transaction: how many became new
-    units, whichever fold took them (the inbox sensor may have folded some first), and the keys whose unit the
+    units, whichever fold took them (a ledger run may have folded some first), and the keys whose unit the
     database refused (with the error's class name), whose rows are dropped from the inbox, since every later fold of
     their day would fail on them (each key is folded alone to find them, only when the batch's fold is refused)."""
     refused: dict[str, str] = {}  # key -> the error's class name

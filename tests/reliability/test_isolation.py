@@ -251,8 +251,9 @@ def test_randomized_historical_recall_each_leg_and_filter_leaks_nothing(mem, con
     random readers of random projects."""
     seed_value = int(os.environ.get("ISOLATION_SEED") or random.randrange(2**32))
     rng = random.Random(seed_value)
-    # just before each supersession: when the superseded (some of them private) units answer as_of questions
-    windows = dict(conn.execute("SELECT id::text, valid_until - interval '1 millisecond' FROM memory_units "
+    # midway through each superseded unit's validity: when it (some of them private) answers as_of questions; a
+    # millisecond before its supersession was before it began when a write and its superseding write came that fast
+    windows = dict(conn.execute("SELECT id::text, valid_from + (valid_until - valid_from) / 2 FROM memory_units "
                                 "WHERE status = 'superseded'").fetchall())
     for trial in range(int(os.environ.get("ISOLATION_TRIALS", "40"))):
         actor, project = random_actor(rng), rng.choice(PROJECTS)
