@@ -103,18 +103,18 @@ class Memory:
                 valid_from=valid_from, visibility=visibility, source_text=source_text,
             )
         tracing.annotate(project=candidate.project, feed=candidate.feed, kind=candidate.kind, type=candidate.type)
-        if supersedes is None:  # the write is idempotent (its key): its own round trip checks the connection
-            with database.first_answer_checks(self.pool) as conn:
-                try:
-                    return capture.remember(conn, candidate, canons=self.canons)
-                except psycopg.OperationalError:
-                    if not database.broke_before_an_answer(conn):
-                        raise
-            log.info("remember: the connection broke before the server answered; sent again on a checked one")
-            self.pool.check()  # the server went away: every idle connection is checked, as the pool's check does
-        with self.connection() as conn:
-            return capture.remember(conn, candidate, supersedes=supersedes, canons=self.canons,
-                                    resent=supersedes is None)
+        if supersedes is not None:  # several statements in one transaction: the pool checks the connection first
+            with self.connection() as conn:
+                return capture.remember(conn, candidate, supersedes=supersedes, canons=self.canons)
+        with database.first_answer_checks(self.pool) as conn:  # the write is idempotent (its key): it is the check
+            try:
+                return capture.remember(conn, candidate, canons=self.canons)
+            except psycopg.OperationalError:
+                if not database.broke_before_an_answer(conn):
+                    raise
+        log.info("remember: the connection broke before the server answered; sent again on a checked one")
+        with self.connection() as conn:  # a broken one found by this check drops every idle one (open_pool)
+            return capture.remember(conn, candidate, canons=self.canons, resent=True)
 
     def gate_soon(self, candidates: list[gates.Candidate], *, gate_workers: int = 1) -> Gating:
         """Start gating a batch (in `gate_workers` processes for a large one) while the batch before it is written:

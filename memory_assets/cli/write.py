@@ -138,7 +138,7 @@ class _Import:
                 try:
                     keys += self.count(self.mem.remember_many([candidate], fold_now=False))
                 except (psycopg.DataError, psycopg.IntegrityError) as error:
-                    self.errors.append(f"line {number}: refused by the database ({type(error).__name__})")
+                    self.errors.append(refused_line(number, type(error).__name__))
         # a key of the batch being folded is still unfolded when this batch's capture reads the inbox: that fold
         # counts it, this one must not
         keys = [key for key in keys if key not in self.folding_keys]
@@ -151,8 +151,7 @@ class _Import:
     def fold(self, keys: list[str], lines: dict[str, int]) -> tuple[int, list[str]]:
         """Fold one captured batch: how many new units, and a line for each row the database refused to fold."""
         folded = self.mem.fold_captured(keys)
-        return folded["inserted"], [f"line {lines[key]}: refused by the database ({reason})"
-                                    for key, reason in folded["refused"].items()]
+        return folded["inserted"], [refused_line(lines[key], reason) for key, reason in folded["refused"].items()]
 
     def folded(self) -> None:
         """Wait for the batch being folded and count it; its error, if any, is raised here."""
@@ -170,6 +169,11 @@ class _Import:
         for reason, n in counts["rejected"].items():
             rejected[reason] = rejected.get(reason, 0) + n
         return list(counts["to_fold"])
+
+
+def refused_line(number: int, error: str) -> str:
+    """The report of a line the database refused (its capture or its fold), by number and error class only."""
+    return f"line {number}: refused by the database ({error})"
 
 
 def candidate_of_line(raw: bytes, default_project: str | None) -> gates.Candidate:

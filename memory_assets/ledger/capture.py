@@ -65,10 +65,11 @@ def inbox_row(candidate: gates.Candidate) -> tuple[Any, ...]:
     return tuple(values[c] if c in values else getattr(candidate, c) for c in V.INBOX_COLUMNS)
 
 
-def capture(conn: psycopg.Connection[Any], candidates: list[gates.Candidate]) -> tuple[int, list[str]]:
+def capture(conn: psycopg.Connection[Any], candidates: list[gates.Candidate],
+            replays: bool = False) -> tuple[int, list[str]]:
     """Append gated candidates to the inbox in one COPY-backed statement; replays (same idempotency key) are no-ops.
-    How many rows it wrote, and the keys of the candidates' rows that wait for a fold (those, and replays of rows
-    captured earlier and never folded)."""
+    How many rows it wrote, and the keys of the candidates' rows that wait for a fold: those, and with `replays`
+    (for a caller that folds later, by keys) replays of rows captured earlier and never folded."""
     if not candidates:
         return 0, []
     columns = ", ".join(V.INBOX_COLUMNS)
@@ -77,7 +78,7 @@ def capture(conn: psycopg.Connection[Any], candidates: list[gates.Candidate]) ->
         with cur.copy(f"COPY inbox_stage ({columns}) FROM STDIN") as copy:
             for candidate in candidates:
                 copy.write_row(inbox_row(candidate))
-        cur.execute(query("ledger/insert_staged"), {"keys": [c.idempotency_key for c in candidates]})
+        cur.execute(query("ledger/insert_staged"), {"keys": [c.idempotency_key for c in candidates] if replays else []})
         staged = cur.fetchall()
         cur.execute("DELETE FROM inbox_stage")
     return sum(written for _, written in staged), [key for key, _ in staged]
@@ -315,7 +316,7 @@ def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidat
         for (_, _, reason), (candidate, count) in rejections.items():
             record_rejection(conn, candidate, reason, count)
             rejected[reason] = rejected.get(reason, 0) + count
-        captured, to_fold = capture(conn, passed)
+        captured, to_fold = capture(conn, passed, replays=not fold_now)  # a fold now takes its replays by key
         keys = list(dict.fromkeys(c.idempotency_key for c in passed))
         folded = fold(conn, keys=keys) if fold_now and passed else {"inserted": 0}
     return {"captured": captured, "inserted": folded["inserted"], "rejected": rejected,
