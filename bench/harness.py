@@ -128,9 +128,10 @@ GOALS = (
          ("ratios", "ours_vs_mem0_p95"), 0.5, True, X,
          "on an EPYC mem0's torch encode is slower than on a Xeon (the torch floor 11.0 / 21.7 ms p50 / p95 at "
          "c8454ef against 9.1 / 19.0 at bc85ed9, where ours / mem0 was 1.20x): ours is a one-thread ONNX encode "
-         "(that floor 5.4 / 7.0 ms) plus ~11.5 ms p50 of store and Python (the candidates statement, two round "
-         "trips, fusion and scoring, unpacking ~300 rows; docs/scaling.md items 8, 11, 12), so half of mem0's p95 "
-         "needs the store side under ~8 ms. Next: Python fusion over arrays instead of dicts (~1.5 ms on an EPYC; "
+         "(that floor 5.4 / 7.0 ms), during which the server runs the full-text leg, then the dense leg's statement "
+         "(~3.5 ms), fusion and scoring (~1 ms) and the cited text (docs/scaling.md items 11, 19), so half of mem0's "
+         "p95 needs what follows the encode under ~7 ms at p95. Next: the dense statement without the details the "
+         "full-text one returned (~0.5 ms); Python fusion over arrays instead of dicts (~1 ms on an EPYC; "
          "entries only for the hits); fewer candidates per leg once the session lift no longer reaches ranks "
          "100-200 (the sparse leg at 100 saved 1.15 ms p50 for R@10 0.8035 -> 0.8015; items 8, 11); the int8 query "
          "encoder kept only 0.935 of torch's top 10"),

@@ -194,10 +194,10 @@ def conversation_vectors(mem, projects: list[str], model: str) -> dict[str, tupl
 
 def clear_query_cache() -> bool:
     """Empty our query-vector cache so each recall() pays for encoding its question; False if there is none."""
-    cache = getattr(api, "_query_vector", None)
-    if cache is None or not hasattr(cache, "cache_clear"):
+    cache = getattr(api, "encode_query", None)
+    if cache is None or not hasattr(cache, "clear"):
         return False
-    cache.cache_clear()
+    cache.clear()
     return True
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import date, datetime
@@ -25,19 +26,55 @@ from memory_assets.recall.request import opening, validate_query
 log = logging.getLogger(__name__)
 
 
-@functools.lru_cache(maxsize=V.QUERY_VECTOR_CACHE_SIZE)
-def _query_vector(model_key: str, normalised_query: str) -> np.ndarray[Any, Any]:
-    """The read-only vector of an already normalised query, cached so a repeated question skips the model."""
-    return embeddings.encode_query(model_key, normalised_query)
+class QueryVectors:
+    """Query vectors by model key and normalised query: the model behind a bounded cache, so a repeated question
+    skips it, and what recall() asks before it encodes (at_hand, warm) to encode while the server runs the
+    full-text leg; None where the model is unavailable (recall degrades to full text, never fails)."""
+
+    def __init__(self, size: int = V.QUERY_VECTOR_CACHE_SIZE) -> None:
+        self.size = size
+        self._vectors: OrderedDict[tuple[str, str], np.ndarray[Any, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, model_key: str, query: str) -> np.ndarray[Any, Any] | None:
+        """The query's read-only vector under a model, encoded once per normalised query while it stays cached."""
+        key = (model_key, gates.normalise(query))
+        vector = self._cached(key)
+        if vector is not None:
+            return vector
+        try:
+            vector = embeddings.encode_query(model_key, key[1])
+        except Exception as error:  # degrade to sparse recall, never fail
+            log.warning("query encoder unavailable model=%s reason=%s", model_key, type(error).__name__)
+            return None
+        with self._lock:
+            self._vectors[key] = vector
+            if len(self._vectors) > self.size:
+                self._vectors.popitem(last=False)
+        return vector
+
+    def at_hand(self, model_key: str, query: str) -> np.ndarray[Any, Any] | None:
+        """The query's vector when it is cached, without the model."""
+        return self._cached((model_key, gates.normalise(query)))
+
+    def warm(self, model_key: str) -> bool:
+        """Whether the model's query encoder is loaded in this process: encoding takes milliseconds, not a load."""
+        return embeddings.query_encoder_loaded(model_key)
+
+    def clear(self) -> None:
+        """Forget every cached vector (a benchmark timing each question's encoding)."""
+        with self._lock:
+            self._vectors.clear()
+
+    def _cached(self, key: tuple[str, str]) -> np.ndarray[Any, Any] | None:
+        with self._lock:
+            vector = self._vectors.get(key)
+            if vector is not None:
+                self._vectors.move_to_end(key)
+            return vector
 
 
-def encode_query(model_key: str, query: str) -> np.ndarray[Any, Any] | None:
-    """The query's vector under a model (bounded cache by model and normalised query); None when unavailable."""
-    try:
-        return _query_vector(model_key, gates.normalise(query))
-    except Exception as error:  # degrade to sparse recall, never fail
-        log.warning("query encoder unavailable model=%s reason=%s", model_key, type(error).__name__)
-        return None
+encode_query = QueryVectors()  # the default encoder of every Memory in the process
 
 
 class Memory:

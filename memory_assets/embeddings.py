@@ -284,6 +284,12 @@ def query_encoder(key: str, backend: str | None = None) -> OnnxEncoder | Embedde
         return found
 
 
+def query_encoder_loaded(key: str, backend: str | None = None) -> bool:
+    """Whether queries of a model key have their encoder in this process already (False for an unknown key)."""
+    spec = V.EMBEDDING_MODELS.get(key)
+    return spec is not None and f"{spec['loader']}:{backend or V.QUERY_ENCODER}" in _QUERY_ENCODERS
+
+
 def encode_query(key: str, query: str) -> Vector:
     """A read-only unit vector of one (normalised) query under a model key."""
     vector: Vector = query_encoder(key).encode([query])[0]

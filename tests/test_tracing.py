@@ -114,21 +114,29 @@ def test_recall_is_one_span_with_encode_the_legs_fusion_and_citations(mem, conn,
     for turn in TURNS:
         remember(mem, turn, turn, kind="note", type="episodic", session_id="S-1", valid_from=day)
     embed_all(conn, embedder)
+    mem.encoder(mem.serving_model(), "load the model")
     spans.clear()
-    result = mem.recall("acme", QUERY, k=3)
+    result = mem.recall("acme", QUERY, k=3)  # a new question: encoded while the full-text leg's statement runs
     root, children = tree(spans.get_finished_spans(), "memory.recall")
-    assert children == ["memory.recall.encode", "memory.recall.legs", "memory.recall.fusion", "memory.recall.score",
-                        "memory.recall.citations"]
+    assert children == ["memory.recall.encode", "memory.recall.legs", "memory.recall.legs", "memory.recall.fusion",
+                        "memory.recall.score", "memory.recall.citations"]
     assert attributes(root) == {"project": "acme", "k": 3, "legs": "hybrid", "terms": len(tsquery_terms(QUERY)),
                                 "historical": False, "prf": False, "second_round": False, "rerank": False,
                                 "mode": "hybrid", "hits": len(result.hits), "notes": 0}
     by_name = {s.name: attributes(s) for s in spans.get_finished_spans()}
     assert by_name["memory.recall.encode"] == {"model": mem.serving_model(), "vector": True}
     units = len(FACTS) + len(TURNS)
-    legs = by_name["memory.recall.legs"]  # both legs, the neighbouring turns and the details in one statement
-    assert legs["dense"] == legs["rows"] == units and 0 < legs["sparse"] < units and legs["near"] > 0
+    full_text, dense = [attributes(s) for s in spans.get_finished_spans() if s.name == "memory.recall.legs"]
+    assert full_text["dense"] == 0 and 0 < full_text["sparse"] <= full_text["rows"] < units
+    assert dense["dense"] == dense["rows"] == units and dense["sparse"] == 0 and full_text["near"] + dense["near"] > 0
     assert by_name["memory.recall.fusion"] == {"candidates": units}
     assert by_name["memory.recall.citations"]["rows"] == len(result.hits) == 3
+    spans.clear()
+    assert mem.recall("acme", QUERY, k=3).hits == result.hits  # asked again: the vector cached, one statement
+    root, children = tree(spans.get_finished_spans(), "memory.recall")
+    assert children == ["memory.recall.legs", "memory.recall.fusion", "memory.recall.score", "memory.recall.citations"]
+    legs = next(attributes(s) for s in spans.get_finished_spans() if s.name == "memory.recall.legs")
+    assert legs["dense"] == legs["rows"] == units and 0 < legs["sparse"] < units and legs["near"] > 0
 
 
 def test_an_asset_run_is_one_span_with_its_partition_and_counts(mem, spans, today):

@@ -4,8 +4,10 @@ cited text of the top k."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import numpy as np
 import psycopg
 from psycopg.rows import dict_row
 
@@ -42,13 +44,41 @@ def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key:
     """
     statement, planned = send_planned(conn, embeddings.model_query("recall/candidates", model_key), params["project"],
                                       params["k"])
+    return received(conn, params["project"], planned, execute_positional(
+        conn, statement, statement_params(params, vector, sparse)))
+
+
+def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, Any], model_key: str,
+                              encode: Callable[[], Any]) -> tuple[Candidates, Any]:
+    """candidates() for a query not yet encoded, in pipeline mode: the full-text leg (with its seeds' neighbouring
+    turns and its units' details) goes to the server first and runs there while `encode` runs here, then the dense
+    leg with the vector, the same statement with the other leg switched off; merged, the two give what the one
+    statement gives. Returns the candidates and the vector (None: the model was unavailable, the full-text leg's
+    candidates alone)."""
+    statement, planned = send_planned(conn, embeddings.model_query("recall/candidates", model_key), params["project"],
+                                      params["k"])
+    unused = np.zeros(embeddings.model_spec(model_key).dim, dtype=np.float32)  # typed as the query's vector: the
+    # two statements are one prepared statement with one plan (a NULL vector would prepare a second, ~1.3 MB each)
+    sparse_sent = execute_positional(conn, statement, {**statement_params(params, None, True), "vector": unused})
+    vector = encode()
+    dense_sent = (execute_positional(conn, statement, statement_params(params, vector, False))
+                  if vector is not None else None)
+    found = received(conn, params["project"], planned, sparse_sent)
+    if dense_sent is None:
+        return found, None
+    dense = received(conn, params["project"], planned, dense_sent)
+    return dense._replace(sparse=found.sparse, near=list(dict.fromkeys(found.near + dense.near)),
+                          details={**found.details, **dense.details}, text_hits=found.text_hits), vector
+
+
+def received(conn: psycopg.Connection[Any], project: str, planned: bool, sent: psycopg.Cursor[Any]) -> Candidates:
+    """The candidates a sent statement returns; a project with units the reader sees may keep its own plan."""
     with tracing.span("memory.recall.legs") as span:
-        rows = execute_positional(conn, statement, statement_params(params, vector, sparse)).fetchall()
-        found = unpack(rows, planned)
+        found = unpack(sent.fetchall(), planned)
         tracing.record(span, dense=len(found.dense), sparse=len(found.sparse), near=len(found.near),
                        rows=len(found.details), text_hits=found.text_hits, planned=planned)
     if found.units > 0:  # a project this reader can see units of: its next requests may run on its own plan
-        keep_project_plans(conn, params["project"])
+        keep_project_plans(conn, project)
     return found
 
 

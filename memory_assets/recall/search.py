@@ -14,7 +14,7 @@ from memory_assets import authz, embeddings, tracing
 from memory_assets import vocabulary as V
 from memory_assets.recall import expansion, fusion
 from memory_assets.recall import rerank as cross_encoder
-from memory_assets.recall.legs import candidates, cited_text, seedable, send_cited_text
+from memory_assets.recall.legs import candidates, candidates_while_encoding, cited_text, seedable, send_cited_text
 from memory_assets.recall.request import request_params, tsquery_terms, validate_query
 
 QueryEncoder = Callable[[str, str], "np.ndarray[Any, Any] | None"]  # (model key, query) -> vector, None if unavailable
@@ -89,21 +89,28 @@ def recall(conn: psycopg.Connection[Any], project: str, query: str, k: int = V.R
     notes: list[str] = []
     if rerank and reranker is None:
         notes.append(cross_encoder.missing_note())
-    # the query is encoded before the transaction opens: a slow model never holds a connection in a transaction
-    encoded_for, vector = None, None
+    # a query not yet encoded, with full-text terms and the model loaded, is encoded while the server runs the
+    # full-text leg (legs.candidates_while_encoding); any other is encoded before the transaction opens: a model
+    # that must load first never holds a connection in a transaction
+    encoded_for, vector, overlapped = None, None, False
     if legs in ("hybrid", "dense") and encoder is not None:
-        with tracing.span("memory.recall.encode") as encoding:
-            encoded_for = serving_model or embeddings.serving_model(conn)
-            vector = encoder(encoded_for, query)
-            tracing.record(encoding, model=encoded_for, vector=vector is not None)
+        encoded_for = serving_model or embeddings.serving_model(conn)
+        vector = at_hand(encoder, encoded_for, query)
+        overlapped = (vector is None and legs == "hybrid" and bool(terms) and warm(encoder, encoded_for))
+        if vector is None and not overlapped:
+            vector = encoded(encoder, encoded_for, query)
     # pipeline mode: after BEGIN, the role and scopes, the context and every candidate come back in one round trip,
     # and the hits' text with the COMMIT in a second; the query-side rounds run in the same scoped transaction, so
     # they see only what the first round may
     with conn.pipeline():
         with authz.scoped(conn, actor):
             sparse_leg = bool(terms) and legs in ("hybrid", "sparse")
-            found = candidates(conn, params, encoded_for or serving_model or V.DEFAULT_SERVING_MODEL, vector,
-                               sparse_leg)
+            if overlapped and encoder is not None and encoded_for is not None:
+                found, vector = candidates_while_encoding(conn, params, encoded_for,
+                                                          lambda: encoded(encoder, encoded_for, query))
+            else:
+                found = candidates(conn, params, encoded_for or serving_model or V.DEFAULT_SERVING_MODEL, vector,
+                                   sparse_leg)
             if vector is not None and found.model_key != encoded_for:  # the serving model switched in between
                 vector = None
                 notes.append(f"the serving model changed to {found.model_key} during the request")
@@ -130,6 +137,27 @@ def recall(conn: psycopg.Connection[Any], project: str, query: str, k: int = V.R
     if rerank and reranker is not None:  # outside the transaction: the model never holds a connection
         top = cross_encoder.rerank(reranker, query, top, cited, fused, k)
     return RecallResult(hits=[hit(cited[u], fused[u], u, mode) for u in top], mode=mode, notes=notes)
+
+
+def at_hand(encoder: QueryEncoder, model_key: str, query: str) -> np.ndarray[Any, Any] | None:
+    """The query's vector when the encoder has it without running the model (api.QueryVectors caches them)."""
+    cached = getattr(encoder, "at_hand", None)
+    return cached(model_key, query) if cached is not None else None
+
+
+def warm(encoder: QueryEncoder, model_key: str) -> bool:
+    """Whether the encoder says its model is loaded (a plain function never does: it is called before the
+    transaction)."""
+    loaded = getattr(encoder, "warm", None)
+    return bool(loaded(model_key)) if loaded is not None else False
+
+
+def encoded(encoder: QueryEncoder, model_key: str, query: str) -> np.ndarray[Any, Any] | None:
+    """The query's vector from the encoder, traced."""
+    with tracing.span("memory.recall.encode") as encoding:
+        vector = encoder(model_key, query)
+        tracing.record(encoding, model=model_key, vector=vector is not None)
+    return vector
 
 
 def structured(fused: fusion.Fused, near: list[tuple[Any, ...]], episodic: set[str],

@@ -15,7 +15,7 @@ from memory_assets import authz, curation, database, embeddings, gates, lifecycl
 from memory_assets import vocabulary as V
 from memory_assets.errors import ValidationError
 from memory_assets.recall import expansion, recall
-from memory_assets.recall.legs import candidates, seedable, statement_params
+from memory_assets.recall.legs import candidates, candidates_while_encoding, seedable, statement_params
 from memory_assets.recall.request import request_params, tsquery_terms
 from tests.cases import READS_ITS_SOURCES, embed_all, service_facts
 from tests.cases import SERVING_MODEL as T1
@@ -861,3 +861,160 @@ def test_a_feedback_round_of_a_longest_query_matches_through_the_index(mem, conn
         found[text_index_min] = [h.token for h in mem.recall("acme", query, legs="sparse", prf=True)]
     assert found[0] == found[10**9] and len(found[0]) == 6
     assert sent and min(sent) > V.RECALL_MAX_QUERY_TERMS  # the round did send more than a request's terms
+
+
+CANDIDATES = "-- Every candidate of a recall"  # how recall/candidates begins, as pg_stat_activity shows it
+
+
+class WarmEncoder:
+    """The API's encoder (its cache emptied before each call), saying whether the model is loaded as told, and
+    what the server was doing with the recall's connection while it encoded."""
+
+    def __init__(self, url: str, conn, warm: bool = True, fails: Exception | None = None,
+                 available: bool = True) -> None:
+        self.url, self.pid, self.is_warm, self.fails = url, conn.info.backend_pid, warm, fails
+        self.available, self.seen = available, []
+
+    def __call__(self, model_key, query):
+        with psycopg.connect(self.url, autocommit=True) as other:
+            self.seen.append(other.execute("SELECT state, left(query, 40) FROM pg_stat_activity WHERE pid = %s",
+                                           [self.pid]).fetchone())
+        if self.fails is not None:
+            raise self.fails
+        return memory_assets.api.encode_query(model_key, query) if self.available else None
+
+    def at_hand(self, model_key, query):
+        return memory_assets.api.encode_query.at_hand(model_key, query)
+
+    def warm(self, model_key):
+        return self.is_warm
+
+
+def conversation(mem, conn, embedder):
+    """Turns of two sessions, notes and a persona's private turn: both legs, neighbours and sessions in play."""
+    day = datetime.now(UTC) - timedelta(days=3)
+    for i in range(8):
+        standup(mem, day + timedelta(minutes=i), f"Lead: the backup check {i} of the billing replica ran at {i} am.",
+                f"S-{i % 2}")
+    for title, body in HYBRID_FIXTURE:
+        note(mem, "acme", title, body)
+    mem.remember(project="acme", kind="note", type="episodic", title="Private", body="My backup key is in the safe.",
+                 session_id="S-0", persona="ops", visibility="private", valid_from=day)
+    embed_all(conn, embedder)
+    conn.commit()
+
+
+@pytest.mark.parametrize("hnsw", [False, True], ids=["exact", "hnsw"])
+def test_a_query_encoded_while_the_server_runs_the_full_text_leg_gets_the_hits_of_the_one_statement(
+        mem, conn, embedder, monkeypatch, hnsw):
+    """An uncached query with terms, its model loaded, is encoded while the full-text leg (its neighbours and
+    details) runs on the server, then the dense leg goes alone: merged, every hit, score and component is what the
+    one statement gives (a plain function encoder is always called before the transaction), for every reader."""
+    monkeypatch.setattr(V, "HNSW_MIN_PROJECT_UNITS", 0 if hnsw else 10_000)
+    conversation(mem, conn, embedder)
+    if hnsw:
+        embeddings.ensure_model_index(conn, embeddings.model_spec(T1))
+        conn.commit()
+    overlapped = []
+    original = memory_assets.recall.search.candidates_while_encoding
+    monkeypatch.setattr("memory_assets.recall.search.candidates_while_encoding",
+                        lambda *args: overlapped.append(args) or original(*args))
+    plain = memory_assets.Memory(mem.pool, mem.url, encoder=lambda m, q: memory_assets.api.encode_query(m, q))
+    memory_assets.api.encode_query(T1, "warm the model")
+    for actor in (authz.Actor.reader("acme"), authz.Actor.reader("acme", persona="ops")):
+        for query in ("when did the backup check of the billing replica run", "how often is ZX-81 descaled",
+                      "backup key"):
+            memory_assets.api.encode_query.clear()
+            before = len(overlapped)
+            together = mem.recall("acme", query, k=8, actor=actor)
+            assert len(overlapped) == before + 1
+            alone = plain.recall("acme", query, k=8, actor=actor)
+            assert len(overlapped) == before + 1
+            assert [(h.token, h.score, h.components) for h in together] == [
+                (h.token, h.score, h.components) for h in alone]
+            assert together.mode == alone.mode == "hybrid" and together.notes == alone.notes
+            assert len(together) == 8 and any("context" in h.components for h in together)
+            if query == "backup key":  # only its persona sees the private turn
+                assert ("Private" in [h.title for h in together]) == (actor.name == "ops")
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["loaded", "to-load"])
+def test_a_loaded_model_encodes_beside_the_full_text_leg_and_one_to_load_before_the_transaction(
+        mem, conn, clean, embedder, warm):
+    """While the model encodes the question, the server already holds the request's transaction and the full-text
+    leg; a model that must load first (seconds) encodes before the transaction opens, never holding one open."""
+    conversation(mem, conn, embedder)
+    encoder = WarmEncoder(clean, conn, warm=warm)
+    memory_assets.api.encode_query.clear()
+    result = recall(conn, "acme", "when did the backup check run", encoder=encoder)
+    assert result.mode == "hybrid" and result.notes == []
+    (state, statement), = encoder.seen
+    if warm:
+        assert state in ("active", "idle in transaction") and statement.startswith(CANDIDATES), (state, statement)
+        prepared = conn.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+                                [CANDIDATES + "%"]).fetchone()
+        assert prepared == (1,)  # both legs' statements are one prepared statement, with one plan
+    else:
+        assert state == "idle" and not statement.startswith(CANDIDATES), (state, statement)
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+def test_a_cached_vector_a_dense_request_or_a_query_without_terms_asks_one_statement(mem, conn, clean, embedder):
+    """Nothing to overlap: a vector at hand, a dense-only request and a query of stop words alone run the one
+    statement, the encoder called (if at all) before the transaction."""
+    conversation(mem, conn, embedder)
+    encoder = WarmEncoder(clean, conn)
+    memory_assets.api.encode_query(T1, "backup check")
+    recall(conn, "acme", "backup check", encoder=encoder)
+    assert encoder.seen == []  # cached: the encoder is not called
+    for query, legs in (("when did the backup check run", "dense"), ("when was it", "hybrid")):
+        memory_assets.api.encode_query.clear()
+        trips = round_trips(conn, lambda q=query, legs=legs: recall(conn, "acme", q, encoder=encoder, legs=legs))
+        assert encoder.seen[-1][0] == "idle" and trips[1] <= 7, (query, trips)
+
+
+def test_a_model_failing_beside_the_full_text_leg_serves_full_text_and_an_error_rolls_back(mem, conn, clean, embedder):
+    """The model unavailable while the full-text leg ran: its candidates alone, said in the notes; an encoder that
+    raises there rolls the transaction back and the connection serves the next request."""
+    conversation(mem, conn, embedder)
+    unavailable = WarmEncoder(clean, conn, available=False)
+    memory_assets.api.encode_query.clear()
+    result = recall(conn, "acme", "when did the backup check run", encoder=unavailable)
+    assert unavailable.seen[0][1].startswith(CANDIDATES)
+    assert result.mode == "sparse_only" and len(result) > 0
+    assert result.notes == ["no query vector: the embedding model is unavailable"]
+    raising = WarmEncoder(clean, conn, fails=RuntimeError("model crashed"))
+    with pytest.raises(RuntimeError, match="model crashed"):
+        recall(conn, "acme", "when did the backup check run", encoder=raising)
+    assert raising.seen[0][1].startswith(CANDIDATES)  # it raised inside the transaction
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert conn.execute("SELECT current_user = session_user, current_setting('memory.read', true)").fetchone() == (
+        True, "")
+    assert recall(conn, "acme", "when did the backup check run", encoder=memory_assets.api.encode_query).mode == (
+        "hybrid")
+
+
+def test_the_two_statements_merged_are_the_candidates_of_the_one(mem, conn, embedder, monkeypatch):
+    """Each leg's seeds fetch their own neighbouring turns: the full-text statement's and the dense one's together
+    are the one statement's neighbours, details and legs, where the two legs' seeds differ."""
+    monkeypatch.setattr(V, "CONTEXT_SEED_RANK", 2)
+    monkeypatch.setattr(V, "CONTEXT_WINDOW", 1)
+    day = datetime.now(UTC) - timedelta(days=3)
+    for text in ("the kettle ZX-81 needs descaling once a month", "invoice 2231 for asset ZX-81 lists a descaling fee",
+                 "the printer queue was cleared", "nobody wrote down how often the ZX81 gets decalcified",
+                 "lunch moves to noon", "the ZX81 decalcification interval is not documented",
+                 "visitors park on level two", "mineral build-up in boilers goes with citric acid"):
+        standup(mem, day, f"Lead: {text}.", "S-1")
+    embed_all(conn, embedder)
+    query = "how frequently must the ZX-81 get descaled"
+    vector = memory_assets.api.encode_query(T1, query)
+    params = request_params("acme", tsquery_terms(query), 10, datetime.now(UTC), False, reader="api")
+    with conn.pipeline(), authz.scoped(conn, authz.Actor.reader("acme")):
+        one = candidates(conn, params, T1, vector, True)
+        two, encoded = candidates_while_encoding(conn, params, T1, lambda: vector)
+    assert encoded is vector
+    seeds = [{row[0] for row in leg[: V.CONTEXT_SEED_RANK] if row[2]} for leg in (one.dense, one.sparse)]
+    assert seeds[0] != seeds[1] and seeds[0] and seeds[1], seeds  # each leg brings neighbours of its own
+    assert (two.model_key, two.units, two.dense, two.sparse, two.details, two.text_hits) == (
+        one.model_key, one.units, one.dense, one.sparse, one.details, one.text_hits)
+    assert sorted(two.near) == sorted(one.near) and len(set(two.near)) == len(two.near)

@@ -511,7 +511,8 @@ def test_forced_rls_keeps_the_maintenance_path_of_a_non_superuser_owner(non_supe
 
 def test_the_query_is_encoded_before_the_transaction_opens(mem, conn, embedder, clean):
     """Regression: the encoder ran inside the scoped transaction, so a slow model held a connection idle in a
-    transaction; now nothing of the request is open while the query is encoded."""
+    transaction; now nothing of the request is open while an encoder that does not say its model is loaded
+    encodes (a loaded one encodes beside the full-text leg: tests/recall/test_search.py)."""
     token = mem.remember(**fact("acme", "zqencoded")).token
     embed_all(conn, embedder)
     seen: list[tuple[Any, int]] = []
