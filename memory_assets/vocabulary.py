@@ -82,6 +82,7 @@ REASON_CANON_DUPLICATE = "canon_duplicate"
 REASON_GOTCHA_WITHOUT_REPRO = "gotcha_without_repro"
 REASON_SECRET = "secret"
 REASON_FORGOTTEN = "forgotten"  # the same content was forgotten in this project: it never comes back
+REASON_REFUSED_BY_DATABASE = "refused_by_database"  # past the gates, its unit refused by a CHECK: the row dropped
 REJECTION_REASONS = (
     REASON_DECISION_KIND,
     REASON_SESSION_SUMMARY,

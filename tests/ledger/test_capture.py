@@ -658,6 +658,27 @@ def test_fold_captured_drops_a_row_the_database_refuses_and_folds_the_rest(conn,
     assert conn.execute("SELECT count(*) FROM memory_inbox WHERE unit_id IS NULL").fetchone()[0] == 0
     assert conn.execute("SELECT count(*) FROM memory_inbox").fetchone()[0] == 2
     assert capture.fold(conn, day=today)["inserted"] == 0
+    assert conn.execute("SELECT project, feed, reason, count FROM memory_rejections").fetchall() == [
+        ("acme", rows[1].feed, V.REASON_REFUSED_BY_DATABASE, 1)]  # counted, its text not kept
+
+
+def test_a_days_fold_the_database_refuses_folds_its_other_rows_and_drops_the_refused_one(conn, today, stored_text):
+    """A refused row an import left (stopped between its capture and its fold) fails the day's fold as a whole: the
+    ledger's day fold then folds the day's rows one by one, drops the refused one, counts it as a rejection and
+    keeps none of its text; the day's next fold has nothing left to do."""
+    rows = [gates.validate(**{**FACT, "title": f"Relay vendor {i}"}, task_id=f"T-{i}") for i in range(4)]
+    rows[2] = dataclasses.replace(rows[2], title="zqrefused " + "x" * 80)  # past validation; a CHECK refuses it
+    capture.remember_many(conn, rows, fold_now=False)
+    with pytest.raises(psycopg.errors.CheckViolation):
+        capture.fold(conn, day=today)
+    counts = capture.fold_day(conn, today)
+    assert (counts["inserted"], counts["refused"]) == (3, {rows[2].idempotency_key: "CheckViolation"})
+    assert capture.fold_day(conn, today) == {"inserted": 0, "linked": 0, "forgotten": 0, "projects": 0,
+                                             "refused": {}}
+    assert conn.execute("SELECT count(*) FROM memory_units").fetchone()[0] == 3
+    assert conn.execute("SELECT reason, count FROM memory_rejections").fetchall() == [
+        (V.REASON_REFUSED_BY_DATABASE, 1)]
+    assert "zqrefused" not in stored_text()
 
 
 def test_a_batch_gated_beforehand_is_judged_and_written_as_a_list_is(conn):

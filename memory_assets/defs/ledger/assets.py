@@ -22,12 +22,17 @@ from memory_assets.resources import PostgresResource
 def ledger_units(context: dg.AssetExecutionContext, postgres: PostgresResource) -> dg.MaterializeResult[Any]:
     """Memory units folded from each day's gated inbox rows; re-materialising a day changes nothing."""
     days = days_of(context.partition_time_window)
-    totals = {"inserted": 0, "linked": 0}
+    totals = {"inserted": 0, "linked": 0, "refused": 0}
     with postgres.memory().connection() as conn:
         for day in days:
-            counts = capture.fold(conn, day=day)
-            totals = {k: totals[k] + counts.get(k, 0) for k in totals}
+            counts = capture.fold_day(conn, day)
+            totals["inserted"] += counts["inserted"]
+            totals["linked"] += counts["linked"]
+            totals["refused"] += len(counts["refused"])
             context.log.info(f"folded {day}: {counts['inserted']} new units, {counts['linked']} sources")
+            if counts["refused"]:
+                context.log.warning(f"dropped {len(counts['refused'])} rows of {day} whose unit the database refused: "
+                                    f"{sorted(counts['refused'].items())}")
         summary = units.day_summary(conn, days[0], days[-1])
         analyzed = database.refresh_statistics(conn, V.UNITS_TABLE)
     return dg.MaterializeResult(
@@ -35,6 +40,7 @@ def ledger_units(context: dg.AssetExecutionContext, postgres: PostgresResource) 
             "days": len(days),
             "units_inserted": totals["inserted"],
             "sources_linked": totals["linked"],
+            "rows_refused": totals["refused"],
             V.STATISTICS_REFRESHED: analyzed,
             "units_by_status": summary["units_by_status"],
             "units_by_kind": summary["units_by_kind"],

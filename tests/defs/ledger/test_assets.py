@@ -1,5 +1,6 @@
 """The ledger asset, its checks and its sensor, run through Dagster on the real database."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -131,3 +132,22 @@ def test_a_fold_past_autovacuums_threshold_refreshes_the_statistics_recall_is_pl
             V.STATISTICS_REFRESHED].value)
         assert units_counted(conn) == 120
     assert refreshed == [True, False]
+
+
+def test_a_day_holding_a_row_the_database_refuses_still_materialises(mem, today, conn):
+    """A row past validation whose unit a CHECK refuses, left in the inbox by an import stopped before it dropped
+    it, failed every run of its day; the run now folds the day's other rows, drops that row and says so."""
+    rows = candidates()
+    rows[1] = dataclasses.replace(rows[1], title="x" * 81)  # the second fact; the third is a duplicate of the first
+    with mem.connection() as writer:
+        capture.remember_many(writer, rows, fold_now=False)
+    instance = runner.dagster_instance(mem.url)
+    metadata = []
+    for _ in range(2):
+        result = runner.materialize_asset(ledger_units.key, instance, partition_key=str(today))
+        assert result.success
+        metadata.append({key: value.value for key, value in
+                         result.get_asset_materialization_events()[0].materialization.metadata.items()
+                         if key in ("units_inserted", "rows_refused")})
+    assert metadata == [{"units_inserted": 1, "rows_refused": 1}, {"units_inserted": 0, "rows_refused": 0}]
+    assert units_counted(conn) == 1
