@@ -90,8 +90,9 @@ class _Import:
         self.writer = ThreadPoolExecutor(1, thread_name_prefix="import-writer")
         self.folder = ThreadPoolExecutor(1, thread_name_prefix="import-folder")
         self.pending: Future[None] | None = None
-        self.folding: Future[tuple[int, list[str]]] | None = None  # the writer's, then close()'s once it is done
+        self.folding: Future[tuple[int, dict[str, str]]] | None = None  # the writer's, then close()'s once done
         self.folding_keys: set[str] = set()  # the keys of the batch being folded (the writer's)
+        self.replayed: set[str] = set()  # keys an earlier stopped run captured and this one folds (the writer's)
 
     def add(self, number: int, candidate: gates.Candidate) -> None:
         """Queue one candidate with its line number; a full batch goes to the writer at once."""
@@ -148,23 +149,25 @@ class _Import:
             self.folding = self.folder.submit(self.fold, keys, lines)
             self.folding_keys = set(keys)
 
-    def fold(self, keys: list[str], lines: dict[str, int]) -> tuple[int, list[str]]:
-        """Fold one captured batch: how many new units, and a line for each row the database refused to fold."""
+    def fold(self, keys: list[str], lines: dict[str, int]) -> tuple[int, dict[str, str]]:
+        """Fold one captured batch: how many new units, and the line of each row the database refused to fold."""
         folded = self.mem.fold_captured(keys)
-        return folded["inserted"], [refused_line(lines[key], reason) for key, reason in folded["refused"].items()]
+        return folded["inserted"], {key: refused_line(lines[key], reason) for key, reason in folded["refused"].items()}
 
     def folded(self) -> None:
-        """Wait for the batch being folded and count it; its error, if any, is raised here."""
+        """Wait for the batch being folded and count it (a refused row leaves `captured` only if this run captured
+        it, not if an earlier stopped run did); its error, if any, is raised here."""
         if self.folding is not None:
             inserted, refused = self.folding.result()
             self.folding = None
             self.totals["inserted"] += inserted
-            self.totals["captured"] -= len(refused)
-            self.errors += refused
+            self.totals["captured"] -= len(refused.keys() - self.replayed)
+            self.errors += refused.values()
 
     def count(self, counts: dict[str, Any]) -> list[str]:
         """Add one capture's counts to the totals; the keys of the rows it left for the fold."""
         self.totals["captured"] += counts["captured"]
+        self.replayed.update(counts["replayed"])
         rejected = self.totals["rejected"]
         for reason, n in counts["rejected"].items():
             rejected[reason] = rejected.get(reason, 0) + n

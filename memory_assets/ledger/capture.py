@@ -66,12 +66,12 @@ def inbox_row(candidate: gates.Candidate) -> tuple[Any, ...]:
 
 
 def capture(conn: psycopg.Connection[Any], candidates: list[gates.Candidate],
-            replays: bool = False) -> tuple[int, list[str]]:
+            replays: bool = False) -> tuple[list[str], list[str]]:
     """Append gated candidates to the inbox in one COPY-backed statement; replays (same idempotency key) are no-ops.
-    How many rows it wrote, and the keys of the candidates' rows that wait for a fold: those, and with `replays`
+    The keys of the rows it wrote, and of the candidates' rows that wait for a fold: those, and with `replays`
     (for a caller that folds later, by keys) replays of rows captured earlier and never folded."""
     if not candidates:
-        return 0, []
+        return [], []
     columns = ", ".join(V.INBOX_COLUMNS)
     with conn.cursor() as cur:
         cur.execute(query("ledger/create_inbox_stage"))
@@ -81,7 +81,7 @@ def capture(conn: psycopg.Connection[Any], candidates: list[gates.Candidate],
         cur.execute(query("ledger/insert_staged"), {"keys": [c.idempotency_key for c in candidates] if replays else []})
         staged = cur.fetchall()
         cur.execute("DELETE FROM inbox_stage")
-    return sum(written for _, written in staged), [key for key, _ in staged]
+    return [key for key, written in staged if written], [key for key, _ in staged]
 
 
 def fold(conn: psycopg.Connection[Any], *, day: date | None = None, keys: list[str] | None = None) -> dict[str, int]:
@@ -316,11 +316,12 @@ def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidat
         for (_, _, reason), (candidate, count) in rejections.items():
             record_rejection(conn, candidate, reason, count)
             rejected[reason] = rejected.get(reason, 0) + count
-        captured, to_fold = capture(conn, passed, replays=not fold_now)  # a fold now takes its replays by key
+        written, to_fold = capture(conn, passed, replays=not fold_now)  # a fold now takes its replays by key
         keys = list(dict.fromkeys(c.idempotency_key for c in passed))
         folded = fold(conn, keys=keys) if fold_now and passed else {"inserted": 0}
-    return {"captured": captured, "inserted": folded["inserted"], "rejected": rejected,
-            "to_fold": [] if fold_now else to_fold}
+    return {"captured": len(written), "inserted": folded["inserted"], "rejected": rejected,
+            "to_fold": [] if fold_now else to_fold,
+            "replayed": [] if fold_now else sorted(set(to_fold) - set(written))}
 
 
 def fold_captured(conn: psycopg.Connection[Any], keys: list[str]) -> dict[str, Any]:

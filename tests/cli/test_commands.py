@@ -232,6 +232,41 @@ def test_import_reports_a_line_the_database_refuses_and_imports_the_rest(clean, 
     assert summary["captured"] == 2
 
 
+def test_a_rerun_reports_a_refused_line_an_earlier_run_captured_and_counts_only_what_it_captured(
+        clean, tmp_path, monkeypatch, conn):
+    """An import stopped between capturing a batch and folding it leaves a row the database refuses in the inbox; the
+    import run again folds it, reports its line and drops it, and counts as captured only the rows it wrote itself
+    (it never counted the earlier run's row, so it must not take it off)."""
+    from memory_assets import gates
+    from memory_assets.api import Memory
+
+    real_validate, real_fold = gates.validate, Memory.fold_captured
+
+    def lenient(**fields):  # lets a title past validation that the CHECK constraint (80 characters) refuses
+        candidate = real_validate(**{**fields, "title": "placeholder"})
+        return dataclasses.replace(candidate, title=fields.get("title"))
+
+    def server_gone(self, keys):
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(gates, "validate", lenient)
+    monkeypatch.setattr(V, "IMPORT_BATCH", 2)
+    monkeypatch.setattr(Memory, "fold_captured", server_gone)
+    path = tmp_path / "units.jsonl"
+    path.write_text("\n".join([json.dumps({**GOOD, "title": "First"}), json.dumps({**GOOD, "title": "x" * 81}),
+                               json.dumps({**GOOD, "title": "Third", "body": "Deploys wait for the green build."})]))
+    with pytest.raises(psycopg.OperationalError):
+        run("import", str(path), "--json")
+    earlier = conn.execute("SELECT count(*) FROM memory_inbox WHERE unit_id IS NULL").fetchone()[0]
+    assert earlier >= 2  # the first batch, the refused row in it, captured and never folded
+    monkeypatch.setattr(Memory, "fold_captured", real_fold)
+    again = run("import", str(path), "--json")
+    summary = json.loads(again.stdout)
+    assert again.exit_code == 2 and summary["errors"] == ["line 2: refused by the database (CheckViolation)"]
+    assert (summary["captured"], summary["inserted"]) == (3 - earlier, 2)
+    assert conn.execute("SELECT count(*) FROM memory_inbox WHERE unit_id IS NULL").fetchone()[0] == 0
+
+
 def test_remember_refuses_control_characters_and_bad_ids(clean):
     base = ["remember", "--project", "acme", "--kind", "env", "--type", "semantic", "--title", "t", "--body", "b b"]
     for extra, message in ((["--title", "zero\u200bwidth"], "title: must not contain control or format"),
