@@ -91,13 +91,17 @@ def check_actor(actor: Actor) -> None:
 
 
 @contextmanager
-def scoped(conn: psycopg.Connection, actor: Actor) -> Iterator[psycopg.Connection]:
+def scoped(conn: psycopg.Connection, actor: Actor, *, one_snapshot: bool = False) -> Iterator[psycopg.Connection]:
     """A transaction run as the non-owner role with the actor's scopes and persona set locally: the database
-    filters the rows (other projects, other personas' private units and sources)."""
+    filters the rows (other projects, other personas' private units and sources). `one_snapshot`: every statement
+    reads the same snapshot (REPEATABLE READ, for a read whose statements must agree; an outer transaction keeps
+    its own)."""
     check_actor(actor)
     outermost = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     pipelined = conn.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF
     with pipelined_transaction(conn) if outermost and pipelined and conn.autocommit else conn.transaction():
+        if one_snapshot and outermost:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         conn.execute(SET_SCOPES, [V.APP_ROLE, *(",".join(getattr(actor, scope)) for scope in SCOPES), actor.name])
         yield conn
         if not outermost:  # inside an outer transaction SET LOCAL would outlive this block: hand the role back

@@ -101,9 +101,11 @@ def recall(conn: psycopg.Connection[Any], project: str, query: str, k: int = V.R
             vector = encoded(encoder, encoded_for, query)
     # pipeline mode: after BEGIN, the role and scopes, the context and every candidate come back in one round trip,
     # and the hits' text with the COMMIT in a second; the query-side rounds run in the same scoped transaction, so
-    # they see only what the first round may
+    # they see only what the first round may, and every statement reads one snapshot: the two legs' statements (a
+    # question encoded between them) and the cited text agree on what a unit is (a unit forgotten meanwhile is
+    # never a blank hit)
     with conn.pipeline():
-        with authz.scoped(conn, actor):
+        with authz.scoped(conn, actor, one_snapshot=True):
             sparse_leg = bool(terms) and legs in ("hybrid", "sparse")
             if overlapped and encoder is not None and encoded_for is not None:
                 found, vector = candidates_while_encoding(conn, params, encoded_for,

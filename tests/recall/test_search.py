@@ -866,19 +866,31 @@ def test_a_feedback_round_of_a_longest_query_matches_through_the_index(mem, conn
 CANDIDATES = "-- Every candidate of a recall"  # how recall/candidates begins, as pg_stat_activity shows it
 
 
+class Frozen(datetime):
+    """The clock recall reads, stopped at `at`: two requests compared score recency at the same instant."""
+
+    at = datetime.now(UTC)
+
+    @classmethod
+    def now(cls, tz=None):
+        return cls.at
+
+
 class WarmEncoder:
     """The API's encoder (its cache emptied before each call), saying whether the model is loaded as told, and
     what the server was doing with the recall's connection while it encoded."""
 
     def __init__(self, url: str, conn, warm: bool = True, fails: Exception | None = None,
-                 available: bool = True) -> None:
+                 available: bool = True, meanwhile=None) -> None:
         self.url, self.pid, self.is_warm, self.fails = url, conn.info.backend_pid, warm, fails
-        self.available, self.seen = available, []
+        self.available, self.meanwhile, self.seen = available, meanwhile, []
 
     def __call__(self, model_key, query):
         with psycopg.connect(self.url, autocommit=True) as other:
             self.seen.append(other.execute("SELECT state, left(query, 40) FROM pg_stat_activity WHERE pid = %s",
                                            [self.pid]).fetchone())
+            if self.meanwhile is not None:  # another client's write while the model encodes
+                self.meanwhile(other)
         if self.fails is not None:
             raise self.fails
         return memory_assets.api.encode_query(model_key, query) if self.available else None
@@ -911,11 +923,15 @@ def test_a_query_encoded_while_the_server_runs_the_full_text_leg_gets_the_hits_o
     details) runs on the server, then the dense leg goes alone: merged, every hit, score and component is what the
     one statement gives (a plain function encoder is always called before the transaction), for every reader."""
     monkeypatch.setattr(V, "HNSW_MIN_PROJECT_UNITS", 0 if hnsw else 10_000)
+    monkeypatch.setattr(V, "RECALL_CANDIDATES", 4)  # each leg finds units the other does not: their details merge
+    monkeypatch.setattr(V, "HNSW_CANDIDATES", 4)  # the walk, not its exact fallback, serves the HNSW path
     conversation(mem, conn, embedder)
+    monkeypatch.setattr(Frozen, "at", datetime.now(UTC))
+    monkeypatch.setattr("memory_assets.recall.search.datetime", Frozen)  # both requests score at one instant
     if hnsw:
         embeddings.ensure_model_index(conn, embeddings.model_spec(T1))
         conn.commit()
-    overlapped = []
+    overlapped, found = [], []
     original = memory_assets.recall.search.candidates_while_encoding
     monkeypatch.setattr("memory_assets.recall.search.candidates_while_encoding",
                         lambda *args: overlapped.append(args) or original(*args))
@@ -926,16 +942,20 @@ def test_a_query_encoded_while_the_server_runs_the_full_text_leg_gets_the_hits_o
                       "backup key"):
             memory_assets.api.encode_query.clear()
             before = len(overlapped)
-            together = mem.recall("acme", query, k=8, actor=actor)
+            together = mem.recall("acme", query, k=4, actor=actor)
             assert len(overlapped) == before + 1
-            alone = plain.recall("acme", query, k=8, actor=actor)
+            alone = plain.recall("acme", query, k=4, actor=actor)
             assert len(overlapped) == before + 1
             assert [(h.token, h.score, h.components) for h in together] == [
                 (h.token, h.score, h.components) for h in alone]
             assert together.mode == alone.mode == "hybrid" and together.notes == alone.notes
-            assert len(together) == 8 and any("context" in h.components for h in together)
+            assert len(together) == 4
+            found.append([(h.components["dense"] is None, h.components["sparse"] is None, "context" in h.components)
+                          for h in together])
             if query == "backup key":  # only its persona sees the private turn
                 assert ("Private" in [h.title for h in together]) == (actor.name == "ops")
+    hits = [hit for hits in found for hit in hits]  # units of one leg each, and neighbours, among the hits
+    assert {hit[:2] for hit in hits} >= {(False, True), (True, False)} and any(hit[2] for hit in hits), found
 
 
 @pytest.mark.parametrize("warm", [True, False], ids=["loaded", "to-load"])
@@ -999,6 +1019,7 @@ def test_the_two_statements_merged_are_the_candidates_of_the_one(mem, conn, embe
     are the one statement's neighbours, details and legs, where the two legs' seeds differ."""
     monkeypatch.setattr(V, "CONTEXT_SEED_RANK", 2)
     monkeypatch.setattr(V, "CONTEXT_WINDOW", 1)
+    monkeypatch.setattr(V, "RECALL_CANDIDATES", 3)  # a leg's units the other statement reads nothing of
     day = datetime.now(UTC) - timedelta(days=3)
     for text in ("the kettle ZX-81 needs descaling once a month", "invoice 2231 for asset ZX-81 lists a descaling fee",
                  "the printer queue was cleared", "nobody wrote down how often the ZX81 gets decalcified",
@@ -1008,13 +1029,50 @@ def test_the_two_statements_merged_are_the_candidates_of_the_one(mem, conn, embe
     embed_all(conn, embedder)
     query = "how frequently must the ZX-81 get descaled"
     vector = memory_assets.api.encode_query(T1, query)
-    params = request_params("acme", tsquery_terms(query), 10, datetime.now(UTC), False, reader="api")
+    params = request_params("acme", tsquery_terms(query), 3, datetime.now(UTC), False, reader="api")
     with conn.pipeline(), authz.scoped(conn, authz.Actor.reader("acme")):
         one = candidates(conn, params, T1, vector, True)
         two, encoded = candidates_while_encoding(conn, params, T1, lambda: vector)
     assert encoded is vector
     seeds = [{row[0] for row in leg[: V.CONTEXT_SEED_RANK] if row[2]} for leg in (one.dense, one.sparse)]
     assert seeds[0] != seeds[1] and seeds[0] and seeds[1], seeds  # each leg brings neighbours of its own
+    dense_side = {row[0] for row in one.dense} | {row[1] for row in one.near if row[0] in seeds[0]}
+    assert set(one.details) - dense_side, one.details  # units only the full-text statement details
     assert (two.model_key, two.units, two.dense, two.sparse, two.details, two.text_hits) == (
         one.model_key, one.units, one.dense, one.sparse, one.details, one.text_hits)
     assert sorted(two.near) == sorted(one.near) and len(set(two.near)) == len(two.near)
+
+
+def test_a_unit_forgotten_while_the_question_encodes_is_read_as_of_the_requests_one_snapshot(mem, conn, clean,
+                                                                                           embedder):
+    """Both legs' statements and the cited text read one snapshot: a forget committed while the model encodes (after
+    the full-text statement ran) changes nothing of the request, where three snapshots made the forgotten unit a
+    hit with a blank text, scored by one leg as it was and the other as it is."""
+    conversation(mem, conn, embedder)
+    query = "how often is ZX-81 descaled"
+    memory_assets.api.encode_query.clear()
+    before = [(h.token, h.title, h.status, h.score) for h in mem.recall("acme", query, k=8)]
+    target = before[0][0]
+
+    def forget(other):
+        lifecycle.forget(other, "acme", target, authz.Actor.for_project("acme", forget=True), reason="asked")
+
+    encoder = WarmEncoder(clean, conn, meanwhile=forget)
+    memory_assets.api.encode_query.clear()
+    during = recall(conn, "acme", query, k=8, encoder=encoder)
+    assert encoder.seen[0][1].startswith(CANDIDATES)  # the forget came after the full-text statement
+    assert [(h.token, h.title, h.status) for h in during] == [(t, title, status) for t, title, status, _ in before]
+    after = mem.recall("acme", query, k=8)
+    assert target not in [h.token for h in after] and all(h.title for h in after)
+
+
+def test_the_query_vector_cache_keeps_its_bound_and_the_latest_used():
+    """At its size the cache drops the vector used longest ago; a hit counts as a use; a normalised form of a
+    cached question is the same entry."""
+    vectors = memory_assets.api.QueryVectors(size=2)
+    for question in ("deploy window", "relay port", "deploy window", "backup key"):
+        vectors(T1, question)
+    assert vectors.at_hand(T1, "relay port") is None  # used longest ago: dropped
+    assert vectors.at_hand(T1, "deploy window") is not None and vectors.at_hand(T1, "backup key") is not None
+    assert vectors.at_hand(T1, "  Deploy   window ") is vectors.at_hand(T1, "deploy window")
+    assert len(vectors._vectors) == 2
