@@ -149,7 +149,7 @@ def test_an_asset_run_is_one_span_with_its_partition_and_counts(mem, spans, toda
     root, children = tree(spans.get_finished_spans(), "asset.ledger_units")
     assert children == []  # the fold is set-based SQL in the asset itself; its checks are not traced
     assert attributes(root) == {"asset_key": "ledger_units", "run_id": result.run_id, "partition_key": day,
-                                "partitions": 1, "days": 1, "units_inserted": 2, "sources_linked": 2,
+                                "partitions": 1, "days": 1, "units_inserted": 2, "sources_linked": 2, "rows_refused": 0,
                                 V.STATISTICS_REFRESHED: True}  # the truncated table had never been analysed
     assert root.end_time > root.start_time
 
