@@ -4,6 +4,7 @@ import itertools
 import math
 import random
 import re
+import time
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -887,8 +888,13 @@ class WarmEncoder:
 
     def __call__(self, model_key, query):
         with psycopg.connect(self.url, autocommit=True) as other:
-            self.seen.append(other.execute("SELECT state, left(query, 40) FROM pg_stat_activity WHERE pid = %s",
-                                           [self.pid]).fetchone())
+            for _ in range(100):  # what the server does once it has read what was sent before the encode
+                state, statement = other.execute("SELECT state, left(query, 40) FROM pg_stat_activity WHERE pid = %s",
+                                                 [self.pid]).fetchone()
+                if state == "idle" or statement.startswith(CANDIDATES):
+                    break
+                time.sleep(0.02)
+            self.seen.append((state, statement))
             if self.meanwhile is not None:  # another client's write while the model encodes
                 self.meanwhile(other)
         if self.fails is not None:
