@@ -383,6 +383,7 @@ HNSW_CANDIDATES = 40             # the HNSW phase's dense candidates (or k)
 HNSW_EF_SEARCH = 100
 HNSW_EF_SEARCH_MAX = 400
 HNSW_OVERFETCH = 2               # the HNSW phase fetches this many times the candidates before the unit filters
+EXACT_OVERFETCH = 1.25           # the exact path sorts this many times the candidates' vectors before the unit filters
 CURATION_HNSW_NEIGHBOURS = 100   # curation in a large project: the project's nearest vectors read before the unit
                                  # filters (older, same kind, live, shared); none passing falls back to the exact scan
 

@@ -127,7 +127,8 @@ def statement_params(params: dict[str, Any], vector: Any, sparse: bool) -> dict[
             "sparse": sparse, "window": V.CONTEXT_WINDOW, "seed_rank": V.CONTEXT_SEED_RANK,
             "hnsw_min": V.HNSW_MIN_PROJECT_UNITS, "text_index_min": V.TEXT_INDEX_MIN_PROJECT_UNITS,
             "hnsw_candidates": hnsw_candidates(params["k"]),
-            "overfetch": hnsw_candidates(params["k"]) * V.HNSW_OVERFETCH, "walk_min_share": V.HNSW_WALK_MIN_SHARE}
+            "overfetch": hnsw_candidates(params["k"]) * V.HNSW_OVERFETCH, "walk_min_share": V.HNSW_WALK_MIN_SHARE,
+            "exact_overfetch": int(params["candidates"] * V.EXACT_OVERFETCH)}
 
 
 def send_cited_text(conn: psycopg.Connection[Any], ids: list[str], reader: str) -> psycopg.Cursor[dict[str, Any]]:

@@ -1082,3 +1082,27 @@ def test_the_query_vector_cache_keeps_its_bound_and_the_latest_used():
     assert vectors.at_hand(T1, "deploy window") is not None and vectors.at_hand(T1, "backup key") is not None
     assert vectors.at_hand(T1, "  Deploy   window ") is vectors.at_hand(T1, "deploy window")
     assert len(vectors._vectors) == 2
+
+
+def test_the_exact_path_sorts_the_vectors_alone_and_joins_them_all_when_its_over_fetch_falls_short(mem, conn,
+                                                                                                    embedder,
+                                                                                                    monkeypatch):
+    """Under HNSW_MIN_PROJECT_UNITS the dense leg sorts the project's vectors by distance alone and probes the
+    nearest EXACT_OVERFETCH x candidates for their units; when the filters leave too few of them while more vectors
+    remain (superseded units nearest the query), the join of every vector with its unit serves: either way the
+    leg is the exact top of the units the request may see."""
+    for i in range(6):
+        old = note(mem, "acme", f"Deploy window {i}", f"Deploys to production happen on Tuesday slot {i}.")
+        new = note(mem, "acme", f"Cafeteria {i}", f"Cafeteria menu item {i} is served on Fridays.")
+        lifecycle.supersede(conn, new.unit_id, old.unit_id)
+    for i in range(4):
+        note(mem, "acme", f"Release train {i}", f"Production releases leave the station every week, train {i}.")
+    embed_all(conn, embedder)
+    monkeypatch.setattr(V, "RECALL_CANDIDATES", 3)
+    query = "when do deploys to production happen"
+    legs_of = {}
+    for overfetch in (1.0, 100.0):  # the six superseded units fill the first scan; the second holds every vector
+        monkeypatch.setattr(V, "EXACT_OVERFETCH", overfetch)
+        legs_of[overfetch] = [h.title for h in mem.recall("acme", query, k=3, legs="dense")]
+    assert legs_of[1.0] == legs_of[100.0] and len(legs_of[1.0]) == 3, legs_of
+    assert all(title.startswith("Release train") for title in legs_of[1.0]), legs_of

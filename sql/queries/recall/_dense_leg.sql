@@ -1,7 +1,8 @@
--- The dense leg as common table expressions (ctx, dense_hnsw, dense_exact, dense), shared by recall/candidates and
--- recall/dense (the leg alone, which bench/recall.py sets beside numpy): exact for a project under hnsw_min units,
--- else the HNSW first phase over the model's partial index (memory_hnsw_walk, sql/020 and sql/029), with the exact
--- scan as fallback when its over-fetch leaves fewer than hnsw_candidates rows. {dim} and {model} are the model the
+-- The dense leg as common table expressions (ctx, dense_hnsw, dense_scan, dense_nearest, dense_exact, dense), shared
+-- by recall/candidates and recall/dense (the leg alone, which bench/recall.py sets beside numpy): exact for a project
+-- under hnsw_min units (its vectors sorted by distance alone and the nearest probed for their units), else the HNSW
+-- first phase over the model's partial index (memory_hnsw_walk, sql/020 and sql/029); either falls back to the exact
+-- join of every vector with its unit when its over-fetch leaves too few rows. {dim} and {model} are the model the
 -- query vector was encoded for; when another model serves, the leg is empty. ctx carries the serving model and the
 -- project's size.
 ctx AS MATERIALIZED (
@@ -20,17 +21,39 @@ ctx AS MATERIALIZED (
         LIMIT 1) AS u
     ORDER BY n.distance, u.number
     LIMIT %(hnsw_candidates)s
-), dense_exact AS MATERIALIZED (
+), dense_scan AS MATERIALIZED (  -- under hnsw_min: the project's nearest vectors by distance alone, over-fetched
+    SELECT e.unit_id, e.unit_revision, e.content_hash, e.embedding <=> %(vector)s::vector AS distance
+    FROM memory_embeddings e
+    WHERE e.model_key = {model} AND e.project = %(project)s
+      AND %(dense)s::boolean AND (SELECT c.model_key = {model} AND c.units < %(hnsw_min)s FROM ctx c)
+    ORDER BY distance, e.unit_id
+    LIMIT %(exact_overfetch)s
+), dense_nearest AS MATERIALIZED (  -- each probed for its unit and the filters (LoCoMo: the join of every vector
+                                    -- with its unit, below, took ~1 ms more for the same rows)
+    SELECT n.unit_id, n.distance, u.number, u.type = 'episodic' AS episodic
+    FROM dense_scan n
+    CROSS JOIN LATERAL (
+        SELECT u.number, u.type FROM memory_units u
+        WHERE u.id = n.unit_id AND u.revision = n.unit_revision AND u.content_hash = n.content_hash
+          AND {recall/_unit_filters}
+        LIMIT 1) AS u
+    ORDER BY n.distance, u.number
+    LIMIT %(candidates)s
+), dense_exact AS MATERIALIZED (  -- the fallback: the over-fetch left fewer rows than asked while more vectors remain
     SELECT e.unit_id, e.embedding <=> %(vector)s::vector AS distance, u.number, u.type = 'episodic' AS episodic
     FROM memory_embeddings e
     JOIN memory_units u ON u.id = e.unit_id AND u.revision = e.unit_revision AND u.content_hash = e.content_hash
     WHERE e.model_key = {model} AND e.project = %(project)s AND {recall/_unit_filters}
       AND %(dense)s::boolean AND (SELECT c.model_key = {model} FROM ctx c)
-      AND ((SELECT c.units < %(hnsw_min)s FROM ctx c) OR (SELECT count(*) < %(hnsw_candidates)s FROM dense_hnsw))
+      AND CASE WHEN (SELECT c.units < %(hnsw_min)s FROM ctx c)
+               THEN (SELECT count(*) < %(candidates)s FROM dense_nearest)
+                    AND (SELECT count(*) >= %(exact_overfetch)s FROM dense_scan)
+               ELSE (SELECT count(*) < %(hnsw_candidates)s FROM dense_hnsw) END
     ORDER BY distance, u.number
     LIMIT (SELECT CASE WHEN c.units < %(hnsw_min)s THEN %(candidates)s ELSE %(hnsw_candidates)s END FROM ctx c)
 ), dense AS MATERIALIZED (
     SELECT d.unit_id, d.distance, d.episodic, row_number() OVER (ORDER BY d.distance, d.number) AS rank
     FROM (SELECT * FROM dense_exact UNION ALL
+          SELECT * FROM dense_nearest WHERE NOT EXISTS (SELECT 1 FROM dense_exact) UNION ALL
           SELECT * FROM dense_hnsw WHERE NOT EXISTS (SELECT 1 FROM dense_exact)) AS d
 )
