@@ -272,11 +272,13 @@ def peer_section(peer: dict) -> list[str]:
     lines += table(["system", "p50 ms", "p95 ms", "mean ms", "recall@10 of evidence"],
                    [[name, s["p50_ms"], s["p95_ms"], s["mean_ms"], s["recall_at_10"]] for name, s in systems.items()])
     befores = ["none", *systems]
-    if all("p50_ms_after" in s for s in systems.values()):
-        lines += ["", "p50 ms by the system asked just before (the order cycles through every permutation, so each "
-                  "follows each other equally often):", ""]
-        lines += table(["system", *(f"after {b}" for b in befores)],
-                       [[name, *(s["p50_ms_after"].get(b, "") for b in befores)] for name, s in systems.items()])
+    for stat in ("p50", "p95"):
+        if all(f"{stat}_ms_after" in s for s in systems.values()):
+            lines += ["", f"{stat} ms by the system asked just before (the order cycles through every permutation, "
+                      "so each follows each other equally often):", ""]
+            lines += table(["system", *(f"after {b}" for b in befores)],
+                           [[name, *(s[f"{stat}_ms_after"].get(b, "") for b in befores)]
+                            for name, s in systems.items()])
     ratios = peer["ratios"]
     lines += ["", f"Ratios: ours / mem0 p95 {ratios['ours_vs_mem0_p95']}{X} (p50 {ratios['ours_vs_mem0_p50']}{X}); "
               f"ours / floor p95 {ratios['ours_vs_floor_p95']}{X} (p50 {ratios['ours_vs_floor_p50']}{X}); "

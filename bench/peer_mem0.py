@@ -272,7 +272,8 @@ def compare(mem, peer, qs: list, vectors: dict, model: str, k: int) -> dict:
             after[name].setdefault(before, []).append(latencies[name][-1])
             before = name
     return {name: {**summary(latencies[name], found[name]),
-                   "p50_ms_after": {b: round(statistics.median(v), 2) for b, v in sorted(after[name].items())}}
+                   "p50_ms_after": {b: round(statistics.median(v), 2) for b, v in sorted(after[name].items())},
+                   "p95_ms_after": {b: round(percentile(v, 0.95), 2) for b, v in sorted(after[name].items())}}
             for name in SYSTEMS}
 
 
@@ -348,7 +349,8 @@ def main() -> None:
                  "network": {"HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE"),
                              "non_loopback_connections_refused": len(guard.refused)}},
         "note": "each question sent to every system back to back, the order cycling through every permutation "
-                "(p50_ms_after: a system's p50 by the system asked just before it); asked once, cold (our "
+                "(p50_ms_after, p95_ms_after: a system's p50 and p95 by the system asked just before it); asked "
+                "once, cold (our "
                 "query cache emptied before each recall()); memory_assets = the public recall() call, hybrid, "
                 "question encoding included; mem0 = Memory.search(q, filters={'user_id': project}, top_k=k); "
                 "floor = encode the question with recall()'s own query encoder (uncached) + numpy dot product over "
