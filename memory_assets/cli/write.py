@@ -167,7 +167,7 @@ class _Import:
     def count(self, counts: dict[str, Any]) -> list[str]:
         """Add one capture's counts to the totals; the keys of the rows it left for the fold."""
         self.totals["captured"] += counts["captured"]
-        self.replayed.update(counts["replayed"])
+        self.replayed.update(set(counts["replayed"]) - self.folding_keys)  # not this run's batch still folding
         rejected = self.totals["rejected"]
         for reason, n in counts["rejected"].items():
             rejected[reason] = rejected.get(reason, 0) + n

@@ -349,6 +349,11 @@ def fold_day(conn: psycopg.Connection[Any], day: date) -> dict[str, Any]:
         return {**counts, "refused": refused}
 
 
+# what the database says of a row's own values; another integrity error (a unit number taken, a missing key) says
+# the store is wrong, not the row, and dropping the day's rows for it would lose them
+ROW_REFUSALS = (psycopg.errors.CheckViolation, psycopg.errors.NotNullViolation, psycopg.DataError)
+
+
 def fold_each_dropping_refused(conn: psycopg.Connection[Any],
                                keys: list[str]) -> tuple[dict[str, int], dict[str, str]]:
     """Fold each key alone, after the database refused their fold together (a value past validation that a CHECK
@@ -359,7 +364,7 @@ def fold_each_dropping_refused(conn: psycopg.Connection[Any],
     for key in keys:
         try:
             counts = fold(conn, keys=[key])
-        except (psycopg.DataError, psycopg.IntegrityError) as error:
+        except ROW_REFUSALS as error:  # anything else (a unique number taken) is the store's fault: raised, kept
             refused[key] = type(error).__name__
             continue
         totals = {name: totals[name] + counts[name] for name in totals}

@@ -267,6 +267,35 @@ def test_a_rerun_reports_a_refused_line_an_earlier_run_captured_and_counts_only_
     assert conn.execute("SELECT count(*) FROM memory_inbox WHERE unit_id IS NULL").fetchone()[0] == 0
 
 
+def test_a_refused_line_repeated_in_the_next_batch_is_taken_off_captured_once(clean, tmp_path, monkeypatch):
+    """A line of the batch being folded, repeated in the next batch, comes back from the next capture as a row to
+    fold that it did not write; should the first fold refuse it, this run captured it, so it leaves `captured`."""
+    from memory_assets import gates
+    from memory_assets.api import Memory
+
+    real_validate, real_fold = gates.validate, Memory.fold_captured
+
+    def lenient(**fields):  # lets a title past validation that the CHECK constraint (80 characters) refuses
+        candidate = real_validate(**{**fields, "title": "placeholder"})
+        return dataclasses.replace(candidate, title=fields.get("title"))
+
+    def slow(self, keys):  # the second batch's capture reads the inbox before the first batch's fold commits
+        time.sleep(0.3)
+        return real_fold(self, keys)
+
+    monkeypatch.setattr(gates, "validate", lenient)
+    monkeypatch.setattr(V, "IMPORT_BATCH", 2)
+    monkeypatch.setattr(Memory, "fold_captured", slow)
+    refused = json.dumps({**GOOD, "title": "x" * 81})
+    path = tmp_path / "units.jsonl"
+    path.write_text("\n".join([json.dumps({**GOOD, "title": "First"}), refused, refused,
+                               json.dumps({**GOOD, "title": "Fourth", "body": "Deploys wait for the green build."})]))
+    result = run("import", str(path), "--json")
+    summary = json.loads(result.stdout)
+    assert result.exit_code == 2 and summary["errors"] == ["line 2: refused by the database (CheckViolation)"]
+    assert (summary["captured"], summary["inserted"]) == (2, 2)
+
+
 def test_remember_refuses_control_characters_and_bad_ids(clean):
     base = ["remember", "--project", "acme", "--kind", "env", "--type", "semantic", "--title", "t", "--body", "b b"]
     for extra, message in ((["--title", "zero\u200bwidth"], "title: must not contain control or format"),

@@ -874,3 +874,21 @@ def test_a_source_moved_to_another_unit_marks_both(clean, conn):
     left, joined = unit_of(conn, 1), unit_of(conn, 2)
     conn.execute("UPDATE memory_sources SET unit_id = %s WHERE unit_id = %s", (joined, left))
     assert {row[0] for row in conn.execute("SELECT unit_id FROM memory_units_beyond_origin")} == {left, joined}
+
+
+def test_a_days_fold_the_store_refuses_drops_nothing(conn, today, monkeypatch):
+    """Only a row's own values refused (a CHECK, a NOT NULL, bad data) drop it: an integrity error that says the
+    store is wrong (a unit number already taken) is raised, and every row of the day waits for the next fold."""
+    rows = [gates.validate(**{**FACT, "title": f"Relay vendor {i}"}, task_id=f"T-{i}") for i in range(3)]
+    capture.remember_many(conn, rows, fold_now=False)
+
+    def number_taken(conn, **kwargs):
+        raise psycopg.errors.UniqueViolation('duplicate key value violates "memory_units_project_number_key"')
+
+    with monkeypatch.context() as patched:
+        patched.setattr(capture, "fold", number_taken)
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            capture.fold_day(conn, today)
+    assert conn.execute("SELECT count(*) FROM memory_inbox WHERE unit_id IS NULL").fetchone()[0] == 3
+    assert conn.execute("SELECT count(*) FROM memory_rejections").fetchone()[0] == 0
+    assert capture.fold_day(conn, today)["inserted"] == 3

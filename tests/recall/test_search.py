@@ -1106,3 +1106,18 @@ def test_the_exact_path_sorts_the_vectors_alone_and_joins_them_all_when_its_over
         legs_of[overfetch] = [h.title for h in mem.recall("acme", query, k=3, legs="dense")]
     assert legs_of[1.0] == legs_of[100.0] and len(legs_of[1.0]) == 3, legs_of
     assert all(title.startswith("Release train") for title in legs_of[1.0]), legs_of
+
+
+def test_the_exact_paths_sort_keeps_a_tie_at_its_edge_whole(mem, conn, embedder, monkeypatch):
+    """One text under several kinds is one vector: a tie at the over-fetch's edge is kept whole, so the leg orders
+    it by unit number as the join of every vector did (cut by id, another unit came first)."""
+    for kind in ("note", "recipe", "env", "qa", "codemap"):
+        mem.remember(project="acme", kind=kind, type="semantic", title="Deploy window",
+                     body="Deploys to production happen on Tuesdays after the review.")
+    embed_all(conn, embedder)
+    monkeypatch.setattr(V, "RECALL_CANDIDATES", 3)
+    tokens = {}
+    for overfetch in (1.25, 100.0):  # three of five tied vectors, then all of them
+        monkeypatch.setattr(V, "EXACT_OVERFETCH", overfetch)
+        tokens[overfetch] = [h.token for h in mem.recall("acme", "when are deploys", k=3, legs="dense")]
+    assert tokens[1.25] == tokens[100.0] == ["mem-1", "mem-2", "mem-3"], tokens

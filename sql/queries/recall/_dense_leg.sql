@@ -26,8 +26,8 @@ ctx AS MATERIALIZED (
     FROM memory_embeddings e
     WHERE e.model_key = {model} AND e.project = %(project)s
       AND %(dense)s::boolean AND (SELECT c.model_key = {model} AND c.units < %(hnsw_min)s FROM ctx c)
-    ORDER BY distance, e.unit_id
-    LIMIT %(exact_overfetch)s
+    ORDER BY distance
+    FETCH FIRST %(exact_overfetch)s ROWS WITH TIES  -- a tie at the edge whole: the join's order (distance, number)
 ), dense_nearest AS MATERIALIZED (  -- each probed for its unit and the filters (LoCoMo: the join of every vector
                                     -- with its unit, below, took ~1 ms more for the same rows)
     SELECT n.unit_id, n.distance, u.number, u.type = 'episodic' AS episodic
