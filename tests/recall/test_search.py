@@ -223,7 +223,7 @@ def test_the_hnsw_path_is_planned_once_and_walks_the_index_beside_many_projects(
     assert plans == [(6, 0)]  # the project's own plan for every run after the first, which found it has units
     with authz.scoped(conn, authz.Actor.reader("acme")):
         generic = "\n".join(row[0] for row in conn.execute("EXPLAIN (GENERIC_PLAN) " + database.positional(text)[0]))
-    walk = generic[generic.index("CTE dense_hnsw"): generic.index("CTE dense_exact")]
+    walk = generic[generic.index("CTE dense_walked"): generic.index("CTE dense_exact")]
     assert "Function Scan on memory_hnsw_walk" in walk and "Hash" not in walk, walk
 
 
