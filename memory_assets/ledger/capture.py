@@ -327,26 +327,10 @@ def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidat
 def fold_captured(conn: psycopg.Connection[Any], keys: list[str]) -> dict[str, Any]:
     """Fold the rows a capture left unfolded (remember_many's to_fold) in their own transaction: how many became new
     units, whichever fold took them (a ledger run may have folded some first), and the keys whose unit the
-    database refused (with the error's class name), dropped as fold_each_dropping_refused says."""
-    refused: dict[str, str] = {}
-    try:
-        fold(conn, keys=keys)
-    except (psycopg.DataError, psycopg.IntegrityError):
-        refused = fold_each_dropping_refused(conn, keys)[1]
+    database refused (with the error's class name), dropped as fold_dropping_refused says."""
+    refused = fold_dropping_refused(conn, keys=keys)["refused"]
     inserted = one(conn.execute(query("ledger/captured_new_units"), {"keys": keys}))[0]
     return {"inserted": inserted, "refused": refused}
-
-
-def fold_day(conn: psycopg.Connection[Any], day: date) -> dict[str, Any]:
-    """Fold a day's unfolded rows (the ledger asset); where the database refuses the day's fold, its rows one by one
-    as fold_each_dropping_refused says, so one refused row (left by an import stopped before it dropped it) cannot
-    fail every run of its day. The counts, and the keys refused with the error's class name."""
-    try:
-        return {**fold(conn, day=day), "refused": {}}
-    except (psycopg.DataError, psycopg.IntegrityError):
-        keys = [row[0] for row in conn.execute(query("ledger/unfolded_keys"), {"day": day})]
-        counts, refused = fold_each_dropping_refused(conn, keys)
-        return {**counts, "refused": refused}
 
 
 # what the database says of a row's own values; another integrity error (a unit number taken, a missing key) says
@@ -354,12 +338,20 @@ def fold_day(conn: psycopg.Connection[Any], day: date) -> dict[str, Any]:
 ROW_REFUSALS = (psycopg.errors.CheckViolation, psycopg.errors.NotNullViolation, psycopg.DataError)
 
 
-def fold_each_dropping_refused(conn: psycopg.Connection[Any],
-                               keys: list[str]) -> tuple[dict[str, int], dict[str, str]]:
-    """Fold each key alone, after the database refused their fold together (a value past validation that a CHECK
-    refuses): the rows it refuses leave the inbox, counted as rejections (REASON_REFUSED_BY_DATABASE, no text
-    kept), since every later fold of their day would fail on them. The summed counts and the refused keys."""
-    totals = {"inserted": 0, "linked": 0, "forgotten": 0}
+def fold_dropping_refused(conn: psycopg.Connection[Any], *, day: date | None = None,
+                          keys: list[str] | None = None) -> dict[str, Any]:
+    """fold() of a day's rows (the ledger asset) or of keys (the import); where the database refuses a row's own
+    values (a value past validation that a CHECK refuses), each row folded alone, and the ones it refuses leave the
+    inbox, counted as rejections (REASON_REFUSED_BY_DATABASE, no text kept): left there, one refused row (an import
+    stopped before it dropped it) would fail every later fold of its day. The counts, and the keys refused with the
+    error's class name."""
+    try:
+        return {**fold(conn, day=day, keys=keys), "refused": {}}
+    except ROW_REFUSALS:
+        pass
+    if keys is None:
+        keys = [row[0] for row in conn.execute(query("ledger/unfolded_keys"), {"day": day})]
+    totals = {"inserted": 0, "linked": 0, "forgotten": 0, "projects": 0}
     refused: dict[str, str] = {}  # key -> the error's class name
     for key in keys:
         try:
@@ -372,7 +364,7 @@ def fold_each_dropping_refused(conn: psycopg.Connection[Any],
         conn.execute(query("ledger/drop_refused"), {"keys": list(refused), "reason": V.REASON_REFUSED_BY_DATABASE})
         log.warning("dropped %d captured rows the database refused to fold reasons=%s", len(refused),
                     sorted(set(refused.values())))
-    return totals, refused
+    return {**totals, "refused": refused}
 
 
 def correct(conn: psycopg.Connection[Any], project: str, token: str, *, title: str | None = None,

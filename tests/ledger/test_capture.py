@@ -671,9 +671,9 @@ def test_a_days_fold_the_database_refuses_folds_its_other_rows_and_drops_the_ref
     capture.remember_many(conn, rows, fold_now=False)
     with pytest.raises(psycopg.errors.CheckViolation):
         capture.fold(conn, day=today)
-    counts = capture.fold_day(conn, today)
+    counts = capture.fold_dropping_refused(conn, day=today)
     assert (counts["inserted"], counts["refused"]) == (3, {rows[2].idempotency_key: "CheckViolation"})
-    assert capture.fold_day(conn, today) == {"inserted": 0, "linked": 0, "forgotten": 0, "projects": 0,
+    assert capture.fold_dropping_refused(conn, day=today) == {"inserted": 0, "linked": 0, "forgotten": 0, "projects": 0,
                                              "refused": {}}
     assert conn.execute("SELECT count(*) FROM memory_units").fetchone()[0] == 3
     assert conn.execute("SELECT reason, count FROM memory_rejections").fetchall() == [
@@ -888,7 +888,7 @@ def test_a_days_fold_the_store_refuses_drops_nothing(conn, today, monkeypatch):
     with monkeypatch.context() as patched:
         patched.setattr(capture, "fold", number_taken)
         with pytest.raises(psycopg.errors.UniqueViolation):
-            capture.fold_day(conn, today)
+            capture.fold_dropping_refused(conn, day=today)
     assert conn.execute("SELECT count(*) FROM memory_inbox WHERE unit_id IS NULL").fetchone()[0] == 3
     assert conn.execute("SELECT count(*) FROM memory_rejections").fetchone()[0] == 0
-    assert capture.fold_day(conn, today)["inserted"] == 3
+    assert capture.fold_dropping_refused(conn, day=today)["inserted"] == 3

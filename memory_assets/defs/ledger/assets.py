@@ -25,7 +25,7 @@ def ledger_units(context: dg.AssetExecutionContext, postgres: PostgresResource) 
     totals = {"inserted": 0, "linked": 0, "refused": 0}
     with postgres.memory().connection() as conn:
         for day in days:
-            counts = capture.fold_day(conn, day)
+            counts = capture.fold_dropping_refused(conn, day=day)
             totals["inserted"] += counts["inserted"]
             totals["linked"] += counts["linked"]
             totals["refused"] += len(counts["refused"])
