@@ -42,8 +42,7 @@ def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key:
     `model_key` is the model `vector` was encoded for (None: no dense leg); a serving model that differs gives no
     dense rows and says which model serves.
     """
-    statement, planned = send_planned(conn, embeddings.model_query("recall/candidates", model_key), params["project"],
-                                      params["k"])
+    statement, planned = send_candidates_context(conn, params, model_key)
     return received(conn, params["project"], planned, execute_positional(
         conn, statement, statement_params(params, vector, sparse)))
 
@@ -55,8 +54,7 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
     leg with the vector, the same statement with the other leg switched off; merged, the two give what the one
     statement gives. Returns the candidates and the vector (None: the model was unavailable, the full-text leg's
     candidates alone)."""
-    statement, planned = send_planned(conn, embeddings.model_query("recall/candidates", model_key), params["project"],
-                                      params["k"])
+    statement, planned = send_candidates_context(conn, params, model_key)
     unused = np.zeros(embeddings.model_spec(model_key).dim, dtype=np.float32)  # typed as the query's vector: the
     # two statements are one prepared statement with one plan (a NULL vector would prepare a second, ~1.3 MB each)
     sparse_sent = execute_positional(conn, statement, {**statement_params(params, None, True), "vector": unused})
@@ -80,6 +78,12 @@ def received(conn: psycopg.Connection[Any], project: str, planned: bool, sent: p
     if found.units > 0:  # a project this reader can see units of: its next requests may run on its own plan
         keep_project_plans(conn, project)
     return found
+
+
+def send_candidates_context(conn: psycopg.Connection[Any], params: dict[str, Any],
+                            model_key: str) -> tuple[str, bool]:
+    """recall/candidates composed for the model, as send_planned gives it for the request's project."""
+    return send_planned(conn, embeddings.model_query("recall/candidates", model_key), params["project"], params["k"])
 
 
 def send_planned(conn: psycopg.Connection[Any], statement: str, project: str, k: int) -> tuple[str, bool]:
