@@ -155,8 +155,15 @@ def main() -> None:
     fusion_alone = []
     if hasattr(search, "candidates"):  # Python fusion and scoring over the real candidate lists, nothing else
         found = []
-        original = search.candidates.__wrapped__
+        original, overlapped = search.candidates.__wrapped__, search.candidates_while_encoding.__wrapped__
         search.candidates = lambda *a, **kw: found.append(original(*a, **kw)) or found[-1]
+
+        def overlapped_kept(*args, **kwargs):  # a question the query cache no longer holds takes the overlapped path
+            result = overlapped(*args, **kwargs)
+            found.append(result[0])
+            return result
+
+        search.candidates_while_encoding = overlapped_kept
         for q in qs:
             mem.recall(q.project, q.text, k=args.k, as_of=q.as_of)
         for q, cands in zip(qs, found, strict=True):
