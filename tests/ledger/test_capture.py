@@ -876,6 +876,34 @@ def test_a_source_moved_to_another_unit_marks_both(clean, conn):
     assert {row[0] for row in conn.execute("SELECT unit_id FROM memory_units_beyond_origin")} == {left, joined}
 
 
+ADD_SOURCES_FROM_INBOX = ("INSERT INTO memory_sources (unit_id, project, feed, task_id, visibility, inbox_id) "
+                          "SELECT %s, 'acme', 'api', t.task, 'project', t.inbox "
+                          "FROM unnest(%s::text[], %s::bigint[]) AS t(task, inbox)")
+
+
+@pytest.mark.parametrize(("inboxes", "marked"), [
+    (["origin"], False),  # the unit's own row again, from another task: nothing beyond the origin
+    (["origin", "origin"], False),
+    (["origin", "other"], True),  # one statement, one of its rows the origin's: the other is beyond it
+    (["other", "origin"], True),
+    (["origin", None], True),  # a source with no inbox row
+])
+def test_the_audience_trigger_marks_exactly_the_units_with_sources_beyond_their_origin(clean, conn, inboxes, marked):
+    """sql/032's first read, which lets the audience trigger return early, skips exactly the statements sql/025's
+    per-unit rule leaves alone: several sources of one unit added in one statement are beyond its origin as soon as
+    one of them is another inbox row than the unit's origin, or none."""
+    capture.remember(conn, relay_fact(1, "T-1"))
+    capture.remember(conn, relay_fact(2, "T-2"))
+    unit = unit_of(conn, 1)
+    rows = {"origin": conn.execute("SELECT origin_inbox_id FROM memory_units WHERE id = %s", (unit,)).fetchone()[0],
+            "other": conn.execute("SELECT origin_inbox_id FROM memory_units WHERE id = %s",
+                                  (unit_of(conn, 2),)).fetchone()[0], None: None}
+    conn.execute(ADD_SOURCES_FROM_INBOX, (unit, [f"T-x{i}" for i in range(len(inboxes))], [rows[i] for i in inboxes]))
+    assert conn.execute("SELECT count(*) FROM memory_units_beyond_origin WHERE unit_id = %s",
+                        (unit,)).fetchone()[0] == int(marked)
+    assert conn.execute("SELECT count(*) FROM memory_units_beyond_origin").fetchone()[0] == int(marked)
+
+
 def test_a_days_fold_the_store_refuses_drops_nothing(conn, today, monkeypatch):
     """Only a row's own values refused (a CHECK, a NOT NULL, bad data) drop it: an integrity error that says the
     store is wrong (a unit number already taken) is raised, and every row of the day waits for the next fold."""
