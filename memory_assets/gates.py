@@ -12,7 +12,7 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Literal, overload
+from typing import Any, Literal, NamedTuple, overload
 
 from memory_assets import vocabulary as V
 from memory_assets.errors import ValidationError
@@ -565,17 +565,25 @@ def case_folded(text: str) -> str:
     return text.translate(_CASE_FOLD or {}).lower()
 
 
+def _parsed(pattern: re.Pattern[str]) -> tuple[list[Any], bool] | None:
+    """The pattern as this Python's regex parser reads it, and whether it ignores case; None where the parser
+    differs (no screen, no hint: the pattern always runs)."""
+    try:
+        parsed = _sre_parse.parse(pattern.pattern, pattern.flags)
+        return list(parsed), bool(parsed.state.flags & re.IGNORECASE) or "(?i" in pattern.pattern
+    except (AttributeError, TypeError, ValueError, re.error):
+        return None
+
+
 def _screen(pattern: re.Pattern[str]) -> Callable[[str], object] | None:
     """A substring test for the pattern's most telling required literal, false only where the pattern cannot
     match; None (the pattern always runs) where it requires no literal, or starts with one and heeds case (the regex
     engine skips ahead by itself). A case-insensitive pattern's test reads the case-folded text (str.lower costs
     less than the engine's case-insensitive search: 27 us of ~120 us a candidate went to nine such patterns)."""
-    try:
-        parsed = _sre_parse.parse(pattern.pattern, pattern.flags)
-        ignores_case = bool(parsed.state.flags & re.IGNORECASE) or "(?i" in pattern.pattern
-        items = list(parsed)
-    except (AttributeError, TypeError, ValueError, re.error):  # another parser: no screen, the pattern always runs
+    read = _parsed(pattern)
+    if read is None:
         return None
+    items, ignores_case = read
     if not items or (items[0][0] is _sre.LITERAL and not ignores_case) or (ignores_case and _CASE_FOLD is None):
         return None
     groups = _required_literals(items)
@@ -599,6 +607,53 @@ def _screen(pattern: re.Pattern[str]) -> Callable[[str], object] | None:
         needle = best[0]
         return lambda text: needle in text
     return lambda text: any(needle in text for needle in best)
+
+
+class Hint(NamedTuple):
+    """Literals one of which every match of a pattern holds, none holding whitespace, so that each stays whole in
+    the text with its whitespace removed (whatever form of the text the pattern reads: its lines, the lines joined
+    or merged, or stripped); case-folded where the pattern ignores case."""
+
+    needles: tuple[str, ...]
+    folded: bool
+
+
+def _hint(pattern: re.Pattern[str]) -> Hint | None:
+    """The pattern's hint: of its required literals (each cut to its longest piece without whitespace, a piece of a
+    required literal being required too), the group whose shortest is longest; None (the pattern always runs) where
+    none is at least SECRET_HINT_MIN_CHARS long in every choice, or the case-folded form cannot be trusted."""
+    read = _parsed(pattern)
+    if read is None:
+        return None
+    items, ignores_case = read
+    if ignores_case and _CASE_FOLD is None:
+        return None
+    best: tuple[str, ...] = ()
+    for group in _required_literals(items):
+        pieces = tuple(max(_WHITESPACE.split(literal), key=len) for literal in group)
+        if ignores_case:
+            pieces = tuple(piece.lower() for piece in pieces)
+            if not all(piece.isascii() for piece in pieces):
+                continue
+        if min(map(len, pieces)) >= max(V.SECRET_HINT_MIN_CHARS, min(map(len, best), default=0) + 1):
+            best = pieces
+    return Hint(tuple(dict.fromkeys(best)), ignores_case) if best else None
+
+
+class Hints(NamedTuple):
+    """Every hinted detector's literals, and the detectors that run whatever the text holds."""
+
+    cased: tuple[str, ...]
+    folded: tuple[str, ...]
+    screened: list[tuple[str, Screen, Screen | None]]  # of _SCREENED
+    prefixed: dict[str, re.Pattern[str]]  # of _PREFIXED
+    searches: tuple[tuple[Any, Screen, Screen | None], ...]  # of _screened_plugins' regex plugins
+
+    def absent(self, stripped: str) -> bool:
+        """True when the text (whitespace removed) holds no hinted detector's literal: none of them can fire."""
+        if any(needle in stripped for needle in self.cased):
+            return False
+        return not (self.folded and any(needle in case_folded(stripped) for needle in self.folded))
 
 
 # Every pattern with the screen that lets has_secret skip it on a text it cannot match
@@ -666,6 +721,32 @@ def _screened_plugins() -> tuple[tuple[tuple[Any, Screen, Screen | None], ...], 
 
 
 @functools.cache
+def _hints() -> Hints:
+    """The hinted detectors' literals, and the detectors a text holding none of them must still pass: ours and the
+    regex plugins' patterns with no hint (detect-secrets' other plugins always run, with their screens)."""
+    cased: list[str] = []
+    folded: list[str] = []
+    unhinted: list[re.Pattern[str]] = []
+    searches = _screened_plugins()[0]
+    for pattern in [*_EXTRA.values(), *(plugin_pattern(search) for _, search, _ in searches)]:
+        hint = _hint(pattern)
+        if hint is None:
+            unhinted.append(pattern)
+        else:
+            (folded if hint.folded else cased).extend(hint.needles)
+    return Hints(tuple(dict.fromkeys(cased)), tuple(dict.fromkeys(folded)),
+                 [entry for entry in _SCREENED if _EXTRA[entry[0]] in unhinted],
+                 {name: pattern for name, pattern in _PREFIXED.items() if pattern in unhinted},
+                 tuple(entry for entry in searches if plugin_pattern(entry[1]) in unhinted))
+
+
+def plugin_pattern(search: Screen) -> re.Pattern[str]:
+    """The compiled pattern a regex plugin's search (a bound Pattern.search) belongs to."""
+    pattern: re.Pattern[str] = search.__self__  # type: ignore[attr-defined]  # Screen is any callable
+    return pattern
+
+
+@functools.cache
 def _entropy() -> Any:
     """detect-secrets' Shannon entropy over the base64 alphabet (its Base64HighEntropyString plugin's measure)."""
     from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
@@ -719,16 +800,19 @@ def _detections(text: str, screened: bool) -> Iterator[str]:
     lines = scan_form(text)
     joined = lines.replace("\n", "")
     forms = [lines] if joined == lines else [lines, joined]
-    for name, search, screen in _SCREENED:
+    stripped = _WHITESPACE.sub("", lines)
+    searches, others = _screened_plugins()
+    detectors, prefixed = _SCREENED, _PREFIXED
+    if screened and (hints := _hints()).absent(stripped):  # no hinted detector can fire: the others alone
+        detectors, prefixed, searches = hints.screened, hints.prefixed, hints.searches
+    for name, search, screen in detectors:
         for form in forms:
             if (unscreened or screen is None or screen(form)) and search(form):
                 yield name
                 break
-    stripped = _WHITESPACE.sub("", lines)
-    yield from (name for name, pattern in _PREFIXED.items() if pattern.search(stripped))
+    yield from (name for name, pattern in prefixed.items() if pattern.search(stripped))
     if any(_blobs(form) for form in forms):
         yield "high_entropy_blob"
-    searches, others = _screened_plugins()
     for line in {*_chunks(lines), joined}:
         for plugin, search, screen in searches:
             if ((unscreened or screen is None or screen(line)) and search(line)

@@ -134,6 +134,10 @@ SECRET_BLOB_MIN_ENTROPY = 3.7
 SECRET_BLOB_MAX_SEGMENT = 2.75   # mean segment length of a random-looking run
 SECRET_BLOB_MIN_CASE_SHARE = 0.15  # upper and lower case each at least this share of the run (hex + a name: no)
 SECRET_SCAN_CHUNK_CHARS = 400    # short lines are merged up to this length before detect-secrets' plugins read them
+# A detector that needs a literal of at least this many characters (of every choice it has) is skipped, with every
+# such detector, on a text that holds none of their literals (gates.has_secret); one that needs a shorter one ('.',
+# 'gh', 'MI') always runs: so short a literal is in most texts, and testing for it would cost more than it saves.
+SECRET_HINT_MIN_CHARS = 3
 
 # --- Input grammar (gates.validate, recall.request.validate_query, the import) ----------------
 # Ids and names (project, feed, task_id, session_id, source_ref, persona, model, observed_sha) are ASCII

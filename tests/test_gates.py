@@ -305,6 +305,50 @@ def test_has_secret_agrees_with_every_detector_on_the_corpus_and_the_readme():
     assert disagreements == []
 
 
+def _stripped(text: str) -> str:
+    return re.sub(r"\s+", "", gates.scan_form(text))
+
+
+def test_every_match_of_a_hinted_pattern_holds_one_of_its_literals_with_the_whitespace_removed():
+    """A hint is what lets has_secret skip its detector: every match of the pattern, on any form of a text that
+    fires it (a secret split over lines and fields included), holds one of the hint's literals in the text with its
+    whitespace removed, case-folded where the pattern ignores case."""
+    hints = gates._hints()
+    patterns = [*gates._EXTRA.values(), *(gates.plugin_pattern(s) for _, s, _ in gates._screened_plugins()[0])]
+    hinted = [(pattern, hint) for pattern in patterns if (hint := gates._hint(pattern)) is not None]
+    assert len(hinted) > len(patterns) // 2 and hints.cased and hints.folded  # the hints do skip most detectors
+    texts = [*_corpus_texts(), *(text[:i] + "\n" + text[i:] for _, text, _ in SECRETS for i in range(1, len(text)))]
+    fired = 0
+    for text in texts:
+        lines = gates.scan_form(text)
+        stripped = _stripped(text)
+        forms = {lines, lines.replace("\n", ""), stripped, *gates._chunks(lines)}
+        for pattern, hint in hinted:
+            if any(pattern.search(form) for form in forms):
+                fired += 1
+                held = gates.case_folded(stripped) if hint.folded else stripped
+                assert any(needle in held for needle in hint.needles), (pattern.pattern, text)
+    assert fired > len(texts)  # the corpus fires the hinted patterns, so the assertion above is tried
+
+
+@pytest.mark.parametrize(("text", "absent"), [
+    ("The staging service needs 4 GiB because its working set grows with the batch.", True),
+    ("The deploy job reads its token from the vault.", False),  # a keyword's literal: every detector runs
+    ("Relay at https://relay.internal:8443 serves the build cache.", False),
+])
+def test_a_text_without_any_hinted_literal_skips_the_hinted_detectors_and_only_then(text, absent):
+    assert gates._hints().absent(_stripped(text)) is absent
+    assert gates.has_secret(text) is bool(gates.secret_kinds(text)) is False
+
+
+def test_a_secret_split_by_whitespace_at_any_point_is_judged_as_every_detector_judges_it():
+    """The hints read the text with its whitespace removed: a secret cut by a line break, a space or a tab at any
+    point gets the verdict of every detector run unscreened."""
+    cut = [(name, text[:i] + gap + text[i:])
+           for name, text, _ in SECRETS for i in range(1, len(text)) for gap in "\n \t"]
+    assert [(name, text) for name, text in cut if gates.has_secret(text) != bool(gates.secret_kinds(text))] == []
+
+
 def test_the_case_folded_text_holds_a_letter_exactly_where_the_regex_engine_matches_it_ignoring_case():
     """The case-insensitive screens look for literals in case_folded(text): any character that the engine matches
     to an ASCII letter ignoring case must fold to that letter, one character to one (U+0130 lowers to two)."""
