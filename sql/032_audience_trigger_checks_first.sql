@@ -6,9 +6,9 @@
 -- returns when none does. The test is per source and exact, not a guess: a unit is marked when one of its added
 -- sources has no inbox row or another inbox row than the unit's origin (two added rows of one unit from different
 -- inbox rows differ from the origin in at least one; sql/025's per-unit min/max/count says the same), and its
--- audience is touched only while it is private.
+-- audience is touched only while it is private. Run as the owner, with the temporary schema searched last (sql/027).
 CREATE OR REPLACE FUNCTION memory_sources_audience() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     IF NOT EXISTS (
         SELECT 1 FROM added a JOIN memory_units u ON u.id = a.unit_id
