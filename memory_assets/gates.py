@@ -728,7 +728,7 @@ def _hints() -> Hints:
     folded: list[str] = []
     unhinted: list[re.Pattern[str]] = []
     searches = _screened_plugins()[0]
-    for pattern in [*_EXTRA.values(), *(plugin_pattern(search) for _, search, _ in searches)]:
+    for pattern in [*_EXTRA.values(), *(_plugin_pattern(search) for _, search, _ in searches)]:
         hint = _hint(pattern)
         if hint is None:
             unhinted.append(pattern)
@@ -737,10 +737,10 @@ def _hints() -> Hints:
     return Hints(tuple(dict.fromkeys(cased)), tuple(dict.fromkeys(folded)),
                  [entry for entry in _SCREENED if _EXTRA[entry[0]] in unhinted],
                  {name: pattern for name, pattern in _PREFIXED.items() if pattern in unhinted},
-                 tuple(entry for entry in searches if plugin_pattern(entry[1]) in unhinted))
+                 tuple(entry for entry in searches if _plugin_pattern(entry[1]) in unhinted))
 
 
-def plugin_pattern(search: Screen) -> re.Pattern[str]:
+def _plugin_pattern(search: Screen) -> re.Pattern[str]:
     """The compiled pattern a regex plugin's search (a bound Pattern.search) belongs to."""
     pattern: re.Pattern[str] = search.__self__  # type: ignore[attr-defined]  # Screen is any callable
     return pattern

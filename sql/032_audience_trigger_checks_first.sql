@@ -2,7 +2,7 @@
 -- an INSERT into the marks and an UPDATE of memory_units, which opens every index of both tables (eight on the
 -- units) even when it changes no row. Almost every source inserted is the one row a unit was just folded from, into
 -- a shared unit: nothing to mark, no audience to widen. remember()'s one-row fold paid ~40 us of its ~450 us on the
--- server for nothing (docs/scaling.md item 22). The trigger now first reads whether any added source needs it, and
+-- server for nothing (docs/scaling.md item 21). The trigger now first reads whether any added source needs it, and
 -- returns when none does. The test is per source and exact, not a guess: a unit is marked when one of its added
 -- sources has no inbox row or another inbox row than the unit's origin (two added rows of one unit from different
 -- inbox rows differ from the origin in at least one; sql/025's per-unit min/max/count says the same), and its

@@ -314,7 +314,7 @@ def test_every_match_of_a_hinted_pattern_holds_one_of_its_literals_with_the_whit
     fires it (a secret split over lines and fields included), holds one of the hint's literals in the text with its
     whitespace removed, case-folded where the pattern ignores case."""
     hints = gates._hints()
-    patterns = [*gates._EXTRA.values(), *(gates.plugin_pattern(s) for _, s, _ in gates._screened_plugins()[0])]
+    patterns = [*gates._EXTRA.values(), *(gates._plugin_pattern(s) for _, s, _ in gates._screened_plugins()[0])]
     hinted = [(pattern, hint) for pattern in patterns if (hint := gates._hint(pattern)) is not None]
     assert len(hinted) > len(patterns) // 2 and hints.cased and hints.folded  # the hints do skip most detectors
     texts = [*_corpus_texts(), *(text[:i] + "\n" + text[i:] for _, text, _ in SECRETS for i in range(1, len(text)))]
