@@ -566,13 +566,25 @@ def case_folded(text: str) -> str:
 
 
 def _parsed(pattern: re.Pattern[str]) -> tuple[list[Any], bool] | None:
-    """The pattern as this Python's regex parser reads it, and whether it ignores case; None where the parser
+    """The pattern as this Python's regex parser reads it, and whether any of it ignores case; None where the parser
     differs (no screen, no hint: the pattern always runs)."""
     try:
         parsed = _sre_parse.parse(pattern.pattern, pattern.flags)
-        return list(parsed), bool(parsed.state.flags & re.IGNORECASE) or "(?i" in pattern.pattern
-    except (AttributeError, TypeError, ValueError, re.error):
+        return list(parsed), bool(parsed.state.flags & re.IGNORECASE) or _ignores_case_in_a_group(parsed.data)
+    except (AttributeError, TypeError, ValueError, IndexError, re.error):
         return None
+
+
+def _ignores_case_in_a_group(node: Any) -> bool:
+    """Whether a group anywhere in a parsed pattern turns case-insensitivity on for itself ((?i:…), (?mi:…)): a
+    literal inside it then matches other cases, so the pattern's screen and hint must read the case-folded text."""
+    if isinstance(node, _sre_parse.SubPattern):
+        return _ignores_case_in_a_group(node.data)
+    if isinstance(node, (list, tuple)):
+        if len(node) == 2 and node[0] is _sre.SUBPATTERN and node[1][1] & re.IGNORECASE:
+            return True
+        return any(_ignores_case_in_a_group(item) for item in node)
+    return False
 
 
 def _screen(pattern: re.Pattern[str]) -> Callable[[str], object] | None:
