@@ -38,9 +38,14 @@ def candidates(n: int, project: str, offset: int = 0) -> list[gates.Candidate]:
 
 
 def remember_rate(mem, project: str, n: int, writers: int) -> float:
-    """remember() through the public API (validation, kill switch, gates, one pipelined transaction) per unit."""
+    """remember() through the public API (validation, kill switch, gates, one pipelined transaction) per unit; one
+    writer calls it in this thread, as an agent's loop does (through a one-thread pool each call paid a hand-over
+    between two threads: 0.94x in six alternating runs, docs/scaling.md item 21)."""
     rows = [fields(i, project) for i in range(n)]
-    seconds, results = timed(lambda: list(ThreadPoolExecutor(writers).map(lambda f: mem.remember(**f), rows)))
+    if writers == 1:
+        seconds, results = timed(lambda: [mem.remember(**f) for f in rows])
+    else:
+        seconds, results = timed(lambda: list(ThreadPoolExecutor(writers).map(lambda f: mem.remember(**f), rows)))
     assert all(r.token for r in results), results[:3]
     return n / seconds
 
@@ -158,9 +163,10 @@ def main(argv: list[str] | None = None) -> None:
         "load_average": load,
         "sizes": {"remember": args.remember, "import": args.import_size, "repeats": args.repeats,
                   "batch": V.IMPORT_BATCH, "gate_workers": cores},
-        "note": "remember: the public API, one writer or 8 threads; remember_many: batches of IMPORT_BATCH, gates in "
-                "this process or in one process per core; import: the CLI command in this process, lines/s "
-                "(connect, read, validate, parallel gates, COPY, fold); copy: raw COPY of the same rows; "
+        "note": "remember: the public API, one writer (a loop in the bench's thread) or 8 threads; remember_many: "
+                "batches of IMPORT_BATCH, gates in this process or in one process per core; import: the CLI command "
+                "in this process, lines/s (connect, read, validate, parallel gates, COPY, fold); copy: raw COPY of "
+                "the same rows; "
                 "durable_commit: one-row INSERT + COMMIT per write, the floor of one writer's acknowledged writes",
     })
 
