@@ -351,6 +351,8 @@ def test_a_group_that_ignores_case_gives_its_pattern_a_folded_screen_and_hint(pa
     ("Relay at https://relay.internal:8443 serves the build cache.", False),
 ])
 def test_a_text_without_any_hinted_literal_skips_the_hinted_detectors_and_only_then(text, absent):
+    """A clean text without any hinted literal takes the short path (so the hint tests above are not vacuous), one
+    holding a keyword or a URL's '://' runs every detector; both pass."""
     assert gates._hints().absent(_stripped(text)) is absent
     assert gates.has_secret(text) is bool(gates.secret_kinds(text)) is False
 
