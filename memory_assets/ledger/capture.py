@@ -34,14 +34,12 @@ class RememberResult:
     reason: str | None = None
 
 
-def record_rejection(conn: psycopg.Connection[Any], candidate: gates.Candidate, reason: str, count: int = 1) -> None:
-    """Count a rejection per (project, feed, reason, day) and audit it with those counters only: no id of a
+def record_rejection(conn: psycopg.Connection[Any], project: str, feed: str, reason: str, count: int = 1) -> None:
+    """Count rejections per (project, feed, reason, day) and audit them with those counters only: no id of a
     rejected candidate (task, session, persona…) is stored or logged, since any of them may be what was rejected."""
-    conn.execute(query("ledger/count_rejection"), {"project": candidate.project, "feed": candidate.feed,
-                                                    "reason": reason, "count": count})
-    audit.record(conn, candidate.feed, "reject", project=candidate.project, reason=reason,
-                 details={"feed": candidate.feed, "count": count})
-    log.info("rejected candidate project=%s feed=%s reason=%s", candidate.project, candidate.feed, reason)
+    conn.execute(query("ledger/count_rejection"), {"project": project, "feed": feed, "reason": reason, "count": count})
+    audit.record(conn, feed, "reject", project=project, reason=reason, details={"feed": feed, "count": count})
+    log.info("rejected candidate project=%s feed=%s reason=%s count=%d", project, feed, reason, count)
 
 
 def supersedes_token(value: object) -> str | None:
@@ -138,7 +136,7 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersed
         gated, reason = verdict
         if reason:
             with conn.transaction():
-                record_rejection(conn, candidate, reason)
+                record_rejection(conn, candidate.project, candidate.feed, reason)
             return RememberResult(status=V.OUTCOME_REJECTED, reason=reason)
         with tracing.span("memory.remember.fold"):
             # without a supersession, the capture and fold are one statement (a server-side function,
@@ -158,7 +156,7 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersed
                            f"{V.REMEMBER_CANON_ATTEMPTS} attempts to remember a candidate")
     if outcome == V.INBOX_FORGOTTEN:
         with conn.transaction():
-            record_rejection(conn, candidate, V.REASON_FORGOTTEN)
+            record_rejection(conn, candidate.project, candidate.feed, V.REASON_FORGOTTEN)
         return RememberResult(status=V.OUTCOME_REJECTED, reason=V.REASON_FORGOTTEN)
     status = V.OUTCOME_DUPLICATE if (outcome == V.INBOX_DUPLICATE or (replayed and not resent)) else status
     return RememberResult(status=status, token=tokens.token_of(number), unit_id=str(unit_id))
@@ -314,7 +312,7 @@ def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidat
     rejected: dict[str, int] = {}
     with tracing.span("memory.remember.fold", candidates=len(passed)), conn.transaction():
         for (_, _, reason), (candidate, count) in rejections.items():
-            record_rejection(conn, candidate, reason, count)
+            record_rejection(conn, candidate.project, candidate.feed, reason, count)
             rejected[reason] = rejected.get(reason, 0) + count
         written, to_fold = capture(conn, passed, replays=not fold_now)  # a fold now takes its replays by key
         keys = list(dict.fromkeys(c.idempotency_key for c in passed))
@@ -361,7 +359,9 @@ def fold_dropping_refused(conn: psycopg.Connection[Any], *, day: date | None = N
             continue
         totals = {name: totals[name] + counts[name] for name in totals}
     if refused:
-        conn.execute(query("ledger/drop_refused"), {"keys": list(refused), "reason": V.REASON_REFUSED_BY_DATABASE})
+        with conn.transaction():
+            for project, feed, count in conn.execute(query("ledger/drop_refused"), {"keys": list(refused)}).fetchall():
+                record_rejection(conn, project, feed, V.REASON_REFUSED_BY_DATABASE, count)
         log.warning("dropped %d captured rows the database refused to fold reasons=%s", len(refused),
                     sorted(set(refused.values())))
     return {**totals, "refused": refused}

@@ -660,6 +660,8 @@ def test_fold_captured_drops_a_row_the_database_refuses_and_folds_the_rest(conn,
     assert capture.fold(conn, day=today)["inserted"] == 0
     assert conn.execute("SELECT project, feed, reason, count FROM memory_rejections").fetchall() == [
         ("acme", rows[1].feed, V.REASON_REFUSED_BY_DATABASE, 1)]  # counted, its text not kept
+    assert conn.execute("SELECT actor, project, reason, details FROM audit_log WHERE action = 'reject'").fetchall() == [
+        (rows[1].feed, "acme", V.REASON_REFUSED_BY_DATABASE, {"feed": rows[1].feed, "count": 1})]  # as any rejection
 
 
 def test_a_days_fold_the_database_refuses_folds_its_other_rows_and_drops_the_refused_one(conn, today, stored_text):
