@@ -275,7 +275,7 @@ def query_encoder(key: str, backend: str | None = None) -> OnnxEncoder | Embedde
     if backend not in V.QUERY_ENCODERS:
         raise ValidationError("query_encoder", f"must be one of {', '.join(V.QUERY_ENCODERS)} (got {backend!r})")
     with _QUERY_ENCODERS_LOCK:
-        name = f"{spec.loader}:{backend}"
+        name = _query_encoder_name(spec.loader, backend)
         if name not in _QUERY_ENCODERS:
             onnx = (onnx_encoder(spec, backend.removeprefix("onnx-"), V.QUERY_ENCODER_THREADS)
                     if backend.startswith("onnx-") else None)
@@ -286,8 +286,13 @@ def query_encoder(key: str, backend: str | None = None) -> OnnxEncoder | Embedde
 
 def query_encoder_loaded(key: str, backend: str | None = None) -> bool:
     """Whether queries of a model key have their encoder in this process already (False for an unknown key)."""
-    spec = V.EMBEDDING_MODELS.get(key)
-    return spec is not None and f"{spec['loader']}:{backend or V.QUERY_ENCODER}" in _QUERY_ENCODERS
+    return key in V.EMBEDDING_MODELS and _query_encoder_name(model_spec(key).loader,
+                                                              backend or V.QUERY_ENCODER) in _QUERY_ENCODERS
+
+
+def _query_encoder_name(loader: str, backend: str) -> str:
+    """The key query_encoder keeps an encoder under: models sharing weights (one loader) share it."""
+    return f"{loader}:{backend}"
 
 
 def encode_query(key: str, query: str) -> Vector:
