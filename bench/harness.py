@@ -130,10 +130,9 @@ GOALS = (
          "c8454ef against 9.1 / 19.0 at bc85ed9, where ours / mem0 was 1.20x): ours is a one-thread ONNX encode "
          "(that floor 5.4 / 7.0 ms), during which the server runs the full-text leg, then the dense leg's statement "
          "(~3.5 ms), fusion and scoring (~1 ms) and the cited text (docs/scaling.md items 11, 19), so half of mem0's "
-         "p95 needs what follows the encode under ~7 ms at p95. Next: the dense statement without the details the "
-         "full-text one returned (~0.5 ms); Python fusion over arrays instead of dicts (~1 ms on an EPYC; "
-         "entries only for the hits); fewer candidates per leg once the session lift no longer reaches ranks "
-         "100-200 (the sparse leg at 100 saved 1.15 ms p50 for R@10 0.8035 -> 0.8015; items 8, 11); the int8 query "
+         "p95 needs what follows the encode under ~7 ms at p95. Next: Python fusion over arrays instead of dicts "
+         "(~1 ms on an EPYC; entries only for the hits); fewer candidates per leg once the session lift no longer "
+         "reaches ranks 100-200 (the sparse leg at 100 saved 1.15 ms p50 for R@10 0.8035 -> 0.8015; items 8, 11); the int8 query "
          "encoder kept only 0.935 of torch's top 10"),
     Goal("recall@10 of evidence / mem0's", "peer", ("ratios", "recall_at_10_ours_vs_mem0"), 2.0, False, X,
          "multi-hop and open-domain questions: a reranker or query expansion",
@@ -157,8 +156,10 @@ GOALS = (
          "inserts (~11 %), and each single-row insert parsing and planning its table's CHECK constraints and the "
          "generated tsv from the catalog (~15 %; without any CHECK constraint a call is 7 % faster, yet memory_units' "
          "14 constraints as one CHECK through a plpgsql predicate only 1.8 %; the inbox row's update after its "
-         "insert at most 2.5 %). The client's ~0.31 ms of CPU a call comes before the server's. Next: the sources' "
-         "audience trigger (~40 us, a no-op for a unit's origin source) and the client's share (gates, parameters)"),
+         "insert at most 2.5 %). The client's ~0.31 ms of CPU a call comes before the server's. Since 12ee84d the "
+         "sources' audience trigger skips its no-op, an index fewer, and the gates skip detectors whose literals a "
+         "text lacks (item 21: 1.08x). Next: the unit's own insert (~185 of the server's ~420 us: heap row, btree "
+         "and GIN entries, tsv, the journal) and the client's ~110 us outside the gates"),
     Goal("CLI import (remember_many in batches, gated in parallel)", "ingest", ("units_per_second_median", "import"),
          5000, False, " lines/s",
          "the gates of the next batch run beside the capture of the one before and, since 069df16, its capture "
