@@ -76,7 +76,8 @@ def capture(conn: psycopg.Connection[Any], candidates: list[gates.Candidate],
         with cur.copy(f"COPY inbox_stage ({columns}) FROM STDIN") as copy:
             for candidate in candidates:
                 copy.write_row(inbox_row(candidate))
-        cur.execute(query("ledger/insert_staged"), {"keys": [c.idempotency_key for c in candidates] if replays else []})
+        keys = [c.idempotency_key for c in candidates]
+        cur.execute(query("ledger/insert_staged"), {"keys": keys, "replays": replays})
         staged = cur.fetchall()
         cur.execute("DELETE FROM inbox_stage")
     return [key for key, written in staged if written], [key for key, _ in staged]
@@ -326,6 +327,8 @@ def fold_captured(conn: psycopg.Connection[Any], keys: list[str]) -> dict[str, A
     """Fold the rows a capture left unfolded (remember_many's to_fold) in their own transaction: how many became new
     units, whichever fold took them (a ledger run may have folded some first), and the keys whose unit the
     database refused (with the error's class name), dropped as fold_dropping_refused says."""
+    if not keys:  # an empty key list is a constant false, which the planner takes to read the unfolded rows' index
+        return {"inserted": 0, "refused": {}}
     refused = fold_dropping_refused(conn, keys=keys)["refused"]
     inserted = one(conn.execute(query("ledger/captured_new_units"), {"keys": keys}))[0]
     return {"inserted": inserted, "refused": refused}
