@@ -499,8 +499,7 @@ def table_reads(conn: psycopg.Connection) -> dict[str, tuple[int, int]]:
 
 def unfolded_index_scans(conn: psycopg.Connection) -> int:
     """This transaction's scans of the partial index of unfolded inbox rows (full of dead entries: a write that
-    filters its keys over it slows with the store's history), by this backend alone, as table_reads counts: the
-    cumulative view also takes other backends' late flushes (a full run once saw 2 scans there that no write made)."""
+    filters its keys over it slows with the store's history), by this backend alone, as table_reads counts."""
     return conn.execute("SELECT pg_stat_get_xact_numscans('memory_inbox_unfolded_day'::regclass)").fetchone()[0]
 
 
