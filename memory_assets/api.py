@@ -8,7 +8,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import date, datetime
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import numpy as np
 import psycopg
@@ -24,6 +24,7 @@ from memory_assets.recall import rerank as cross_encoder
 from memory_assets.recall.request import opening, validate_query
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class QueryVectors:
@@ -143,15 +144,23 @@ class Memory:
         if supersedes is not None:  # several statements in one transaction: the pool checks the connection first
             with self.connection() as conn:
                 return capture.remember(conn, candidate, supersedes=supersedes, canons=self.canons)
-        with database.first_answer_checks(self.pool) as conn:  # the write is idempotent (its key): it is the check
+        # the write is idempotent (its key): it is the connection's check
+        return self._checked_by_first_answer("remember", lambda conn, resent: capture.remember(
+            conn, candidate, canons=self.canons, resent=resent))
+
+    def _checked_by_first_answer(self, name: str, call: Callable[[psycopg.Connection[Any], bool], T]) -> T:
+        """Run a call whose first round trip may be sent twice on a connection the pool hands out unchecked (the
+        pool's check is a round trip of its own): should the connection be gone before the server answered, the call
+        runs again, told so (`resent`), on a checked connection, whose check drops every idle one (open_pool)."""
+        with database.first_answer_checks(self.pool) as conn:
             try:
-                return capture.remember(conn, candidate, canons=self.canons)
+                return call(conn, False)
             except psycopg.OperationalError:
                 if not database.broke_before_an_answer(conn):
                     raise
-        log.info("remember: the connection broke before the server answered; sent again on a checked one")
-        with self.connection() as conn:  # a broken one found by this check drops every idle one (open_pool)
-            return capture.remember(conn, candidate, canons=self.canons, resent=True)
+        log.info("%s: the connection broke before the server answered; sent again on a checked one", name)
+        with self.connection() as conn:
+            return call(conn, True)
 
     def gate_soon(self, candidates: list[gates.Candidate], *, gate_workers: int = 1) -> Gating:
         """Start gating a batch (in `gate_workers` processes for a large one) while the batch before it is written:
@@ -196,14 +205,17 @@ class Memory:
         reranker is the cross-encoder folder RERANKER_PATH_ENV names."""
         rerank = V.RECALL_RERANK if rerank is None else rerank
         reranker = cross_encoder.configured() if rerank else None  # loaded (once) before a connection is held
-        with self.connection() as conn:
-            killed, serving_model = opening(conn)
+
+        def recalled(conn: psycopg.Connection[Any], resent: bool) -> RecallResult:
+            killed, serving_model = opening(conn)  # a read, sent twice harmlessly: the connection's check
             if killed:
                 validate_query(project, query, k, kinds, types, paths, as_of, legs)
                 return RecallResult(hits=[], mode=V.MEMORY_OFF, notes=["memory is off: the kill switch is on"])
             return recall.recall(conn, project, query, k, as_of=as_of, kinds=kinds, types=types, paths=paths,
                                  actor=actor, encoder=self.encoder, legs=legs, prf=prf, second_round=second_round,
                                  rerank=rerank, reranker=reranker, serving_model=serving_model)
+
+        return self._checked_by_first_answer("recall", recalled)
 
     def forget(self, project: str, token: str, actor: authz.Actor, reason: str | None = None) -> str:
         """Tombstone a unit everywhere for good; returns its id. Like the CLI and the MCP server, only an operator
