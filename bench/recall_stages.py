@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import json
 import os
 import statistics
@@ -76,7 +77,7 @@ def round_trips(conn, call) -> tuple[int, int]:
             conn.pgconn.untrace()
         trace.seek(0)
         sent = [fields[3].split()[0] for fields in (line.split("\t") for line in trace) if fields[1:2] == ["F"]]
-    waits = [m for m, after in zip(sent, [*sent[1:], None], strict=True) if m in ("Sync", "Flush", "Query")
+    waits = [m for m, after in itertools.zip_longest(sent, sent[1:]) if m in ("Sync", "Flush", "Query")
              and after not in ("Sync", "Flush")]  # consecutive syncs and flushes are one wait
     return len(waits), sum(m in ("Bind", "Query") for m in sent)
 

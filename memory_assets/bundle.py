@@ -122,6 +122,8 @@ def render_prompt_block(units: list[dict[str, Any]]) -> tuple[str, list[str]]:
 
 def prompt_units(conn: psycopg.Connection[Any], project: str, unit_tokens: list[str]) -> list[dict[str, Any]]:
     """Titles and bodies of bundle units, in the given order."""
+    if not unit_tokens:  # an empty list is a constant false, which the planner took to read a partial index whole
+        return []
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(query("bundle/prompt_units"), {
             "project": project, "numbers": [tokens.number_of(t) for t in unit_tokens]}).fetchall()

@@ -64,6 +64,8 @@ def cite_from_text(conn: psycopg.Connection[Any], project: str, task_id: str, te
     if text is not None and not isinstance(text, str):
         raise ValidationError("text", f"must be a string, got {type(text).__name__}")
     numbers = list(dict.fromkeys(int(n) for n in re.findall(V.CITATION_PATTERN, text or "")))
+    if not numbers:  # nothing cited: no lookup (an empty list is a constant false a plan may misread, bundle says)
+        return []
     existing = {r[0] for r in conn.execute(
         "SELECT number FROM memory_units WHERE project = %s AND number = ANY (%s) AND status <> %s",
         (project, numbers, V.STATUS_FORGOTTEN)).fetchall()}

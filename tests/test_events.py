@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from bench.recall_stages import round_trips
 from memory_assets import events, gates
 from memory_assets.errors import ValidationError
 
@@ -24,6 +25,15 @@ def test_fifty_concurrent_identical_events_make_one_row(mem, conn):
         assert sum(pool.map(record, range(50))) == 1
     assert conn.execute("SELECT count(*) FROM memory_events").fetchone()[0] == 1
     assert mem.unit("acme", token)["last_used_at"] is not None
+
+
+def test_an_output_citing_nothing_asks_the_server_nothing(conn):
+    """Most agent outputs cite no token: no lookup by an empty list (a constant false, which the planner may take to
+    read a partial index whole), no events, and a bad task id is still refused."""
+    assert round_trips(conn, lambda: events.cite_from_text(conn, "acme", "T-1", "no tokens here")) == (0, 0)
+    assert events.cite_from_text(conn, "acme", "T-1", "") == []
+    with pytest.raises(ValidationError):
+        events.cite_from_text(conn, "acme", "", "no tokens here")
 
 
 def test_a_citation_of_another_projects_token_records_nothing(mem, conn):

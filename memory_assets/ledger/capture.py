@@ -88,11 +88,13 @@ def fold(conn: psycopg.Connection[Any], *, day: date | None = None, keys: list[s
     ledger with set-based SQL; idempotent."""
     if (day is None) == (keys is None):
         raise TypeError("fold: give a day or idempotency keys")
+    projects = inserted = linked = buried = 0
     with conn.transaction():
         if keys is None:
             keys = [row[0] for row in conn.execute(query("ledger/unfolded_keys"), {"day": day})]
-        projects, inserted, linked, buried = one(conn.execute(query("ledger/fold"),
-                                                              {"keys": keys, "trust": V.DEFAULT_TRUST}))
+        if keys:  # no keys, no fold: a day remember() folded already, or an empty batch
+            projects, inserted, linked, buried = one(conn.execute(query("ledger/fold"),
+                                                                  {"keys": keys, "trust": V.DEFAULT_TRUST}))
     if projects:
         log.info("folded inbox day=%s projects=%d inserted=%d sources=%d forgotten=%d", day, projects, inserted,
                  linked, buried)

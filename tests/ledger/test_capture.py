@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 import memory_assets
+from bench.recall_stages import round_trips
 from memory_assets import authz, database, gates, quality, tokens
 from memory_assets import vocabulary as V
 from memory_assets.api import Memory
@@ -631,6 +632,14 @@ def test_a_resent_write_reports_a_replay_of_its_own_key_as_the_write_it_was(conn
     assert capture.remember(conn, fact, resent=True) == first
     again = capture.remember(conn, gates.validate(**FACT, task_id="T-2"), resent=True)  # another key, same text
     assert (again.status, again.token) == (V.OUTCOME_DUPLICATE, first.token)
+
+
+def test_a_fold_of_no_keys_sends_no_fold(conn, today):
+    """An empty key list is a constant false, which lets the planner read a partial index whole (remember_many's
+    capture did, test above): a fold with no keys, given or found for the day, sends no fold statement."""
+    assert round_trips(conn, lambda: capture.fold(conn, keys=[])) == (2, 2)  # BEGIN, COMMIT
+    assert round_trips(conn, lambda: capture.fold(conn, day=today)) == (3, 3)  # and the day's unfolded keys
+    assert capture.fold(conn, keys=[]) == {"inserted": 0, "linked": 0, "forgotten": 0, "projects": 0}
 
 
 def test_fold_captured_counts_the_new_units_of_its_rows_whichever_fold_took_them(conn, today):
