@@ -149,9 +149,8 @@ class Memory:
             conn, candidate, canons=self.canons, resent=resent))
 
     def _checked_by_first_answer(self, name: str, call: Callable[[psycopg.Connection[Any], bool], T]) -> T:
-        """Run a call whose first round trip may be sent twice on a connection the pool hands out unchecked (the
-        pool's check is a round trip of its own): should the connection be gone before the server answered, the call
-        runs again, told so (`resent`), on a checked connection, whose check drops every idle one (open_pool)."""
+        """Save the pool's check, a round trip of its own, for a call whose first round trip may be sent twice: it
+        runs again, told so (its second argument), on a checked connection if its own broke before any answer."""
         with database.first_answer_checks(self.pool) as conn:
             try:
                 return call(conn, False)
@@ -206,7 +205,7 @@ class Memory:
         rerank = V.RECALL_RERANK if rerank is None else rerank
         reranker = cross_encoder.configured() if rerank else None  # loaded (once) before a connection is held
 
-        def recalled(conn: psycopg.Connection[Any], resent: bool) -> RecallResult:
+        def recalled(conn: psycopg.Connection[Any], _resent: bool) -> RecallResult:
             killed, serving_model = opening(conn)  # a read, sent twice harmlessly: the connection's check
             if killed:
                 validate_query(project, query, k, kinds, types, paths, as_of, legs)

@@ -122,7 +122,7 @@ def render_prompt_block(units: list[dict[str, Any]]) -> tuple[str, list[str]]:
 
 def prompt_units(conn: psycopg.Connection[Any], project: str, unit_tokens: list[str]) -> list[dict[str, Any]]:
     """Titles and bodies of bundle units, in the given order."""
-    if not unit_tokens:  # an empty list is a constant false, which the planner took to read a partial index whole
+    if not unit_tokens:  # a bundle of no units (ledger/insert_staged.sql says why an empty list must not be sent)
         return []
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(query("bundle/prompt_units"), {

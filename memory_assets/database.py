@@ -474,8 +474,8 @@ _CHECKED_BY_FIRST_ANSWER = contextvars.ContextVar("checked_by_first_answer", def
 def first_answer_checks(pool: ConnectionPool) -> Iterator[psycopg.Connection[Any]]:
     """A pooled connection handed out without the pool's check: the caller's first statement is the check, for a
     call that can send itself again on a checked connection when the connection turns out broken before the server
-    answered it (broke_before_an_answer); remember()'s write, idempotent by its key, saves the check's round trip so.
-    The call's first round trip must be one that may be sent twice."""
+    answered it (broke_before_an_answer); remember()'s write, idempotent by its key, and recall()'s first read save
+    the check's round trip so. The call's first round trip must be one that may be sent twice."""
     checked_by_caller = _CHECKED_BY_FIRST_ANSWER.set(True)
     try:
         conn = pool.getconn()

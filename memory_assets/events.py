@@ -64,13 +64,14 @@ def cite_from_text(conn: psycopg.Connection[Any], project: str, task_id: str, te
     if text is not None and not isinstance(text, str):
         raise ValidationError("text", f"must be a string, got {type(text).__name__}")
     numbers = list(dict.fromkeys(int(n) for n in re.findall(V.CITATION_PATTERN, text or "")))
-    if not numbers:  # nothing cited: no lookup (an empty list is a constant false a plan may misread, bundle says)
+    if not numbers:  # nothing cited: no lookup (ledger/insert_staged.sql says why an empty list must not be sent)
         return []
     existing = {r[0] for r in conn.execute(
         "SELECT number FROM memory_units WHERE project = %s AND number = ANY (%s) AND status <> %s",
         (project, numbers, V.STATUS_FORGOTTEN)).fetchall()}
     cited = [tokens.token_of(n) for n in numbers if n in existing]
-    record_events(conn, project, task_id, [{"token": t, "kind": "cited", "channel": "text"} for t in cited])
+    if cited:  # tokens of other projects or none: no events, no empty transaction
+        record_events(conn, project, task_id, [{"token": t, "kind": "cited", "channel": "text"} for t in cited])
     return cited
 
 

@@ -76,7 +76,7 @@ def capture(conn: psycopg.Connection[Any], candidates: list[gates.Candidate],
         with cur.copy(f"COPY inbox_stage ({columns}) FROM STDIN") as copy:
             for candidate in candidates:
                 copy.write_row(inbox_row(candidate))
-        keys = [c.idempotency_key for c in candidates]
+        keys = [c.idempotency_key for c in candidates] if replays else []  # read only when replaying
         cur.execute(query("ledger/insert_staged"), {"keys": keys, "replays": replays})
         staged = cur.fetchall()
         cur.execute("DELETE FROM inbox_stage")
@@ -89,12 +89,13 @@ def fold(conn: psycopg.Connection[Any], *, day: date | None = None, keys: list[s
     if (day is None) == (keys is None):
         raise TypeError("fold: give a day or idempotency keys")
     projects = inserted = linked = buried = 0
-    with conn.transaction():
-        if keys is None:
-            keys = [row[0] for row in conn.execute(query("ledger/unfolded_keys"), {"day": day})]
-        if keys:  # no keys, no fold: a day remember() folded already, or an empty batch
-            projects, inserted, linked, buried = one(conn.execute(query("ledger/fold"),
-                                                                  {"keys": keys, "trust": V.DEFAULT_TRUST}))
+    if keys != []:  # no keys, no fold (insert_staged.sql says why an empty list must not reach a statement)
+        with conn.transaction():
+            if keys is None:
+                keys = [row[0] for row in conn.execute(query("ledger/unfolded_keys"), {"day": day})]
+            if keys:  # a day remember() folded already
+                projects, inserted, linked, buried = one(conn.execute(query("ledger/fold"),
+                                                                      {"keys": keys, "trust": V.DEFAULT_TRUST}))
     if projects:
         log.info("folded inbox day=%s projects=%d inserted=%d sources=%d forgotten=%d", day, projects, inserted,
                  linked, buried)
@@ -329,7 +330,7 @@ def fold_captured(conn: psycopg.Connection[Any], keys: list[str]) -> dict[str, A
     """Fold the rows a capture left unfolded (remember_many's to_fold) in their own transaction: how many became new
     units, whichever fold took them (a ledger run may have folded some first), and the keys whose unit the
     database refused (with the error's class name), dropped as fold_dropping_refused says."""
-    if not keys:  # an empty key list is a constant false, which the planner takes to read the unfolded rows' index
+    if not keys:  # nothing to fold (insert_staged.sql says why an empty list must not reach a statement)
         return {"inserted": 0, "refused": {}}
     refused = fold_dropping_refused(conn, keys=keys)["refused"]
     inserted = one(conn.execute(query("ledger/captured_new_units"), {"keys": keys}))[0]
