@@ -89,7 +89,7 @@ def fold(conn: psycopg.Connection[Any], *, day: date | None = None, keys: list[s
     if (day is None) == (keys is None):
         raise TypeError("fold: give a day or idempotency keys")
     projects = inserted = linked = buried = 0
-    if keys != []:  # no keys, no fold (insert_staged.sql says why an empty list must not reach a statement)
+    if keys is None or keys:  # given no keys, no fold (insert_staged.sql: an empty list must not reach a statement)
         with conn.transaction():
             if keys is None:
                 keys = [row[0] for row in conn.execute(query("ledger/unfolded_keys"), {"day": day})]
