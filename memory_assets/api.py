@@ -247,25 +247,28 @@ class Memory:
         project = gates.project_name(project)  # every argument is checked before the task's arm or an event
         if query:
             validate_query(project, query, V.PROMPT_MAX_UNITS, None, None, None)
-        actor = actor or authz.Actor.reader(project)
-        authz.check_actor(actor)
-        with self.connection() as conn:
-            killed, serving_model = opening(conn)
+        reader = actor or authz.Actor.reader(project)
+        authz.check_actor(reader)
+
+        def rendered(conn: psycopg.Connection[Any], _resent: bool) -> str:
+            killed, serving_model = opening(conn)  # a read, sent twice harmlessly: the connection's check
             if killed:
                 return ""
             if task_id and events.effective_memory(conn, task_id, epic_id)["value"] == "off":
                 return ""
             if query:
                 hits = recall.recall(conn, project, query, V.PROMPT_MAX_UNITS, types=list(V.INJECTABLE_TYPES),
-                                     actor=actor, encoder=self.encoder, serving_model=serving_model)
+                                     actor=reader, encoder=self.encoder, serving_model=serving_model)
                 shown = [{"id": h.token, "kind": h.kind, "title": h.title, "body": h.body} for h in hits]
             else:
-                shown = self._bundle_units(conn, project, actor)
+                shown = self._bundle_units(conn, project, reader)
             block, tokens = bundle.render_prompt_block(shown)
             if task_id and tokens:
                 events.record_events(conn, project, task_id, [{"token": t, "kind": "injected", "channel": "prompt"}
                                                               for t in tokens])
             return block
+
+        return self._checked_by_first_answer("prompt_block", rendered)
 
     def _bundle_units(self, conn: psycopg.Connection[Any], project: str, actor: authz.Actor) -> list[dict[str, Any]]:
         """The text of the stored bundle's best units that `actor` may see; the first bundle is compiled here
