@@ -59,20 +59,23 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
     # two statements are one prepared statement with one plan (a NULL vector would prepare a second, ~1.3 MB each)
     sparse_sent = execute_positional(conn, statement, {**statement_params(params, None, True), "vector": unused})
     vector = encode()
-    dense_sent = (execute_positional(conn, statement, statement_params(params, vector, False))
-                  if vector is not None else None)
-    found = received(conn, params["project"], planned, sparse_sent)
-    if dense_sent is None:
-        return found, None
+    if vector is None:
+        return received(conn, params["project"], planned, sparse_sent), None
+    first = sparse_sent.fetchone()  # the full-text statement's answer, usually in by now: fetched alone (a fetch
+    # waits for every statement sent before it), its rows parsed below while the server runs the dense leg
+    dense_sent = execute_positional(conn, statement, statement_params(params, vector, False))
+    found = received(conn, params["project"], planned, sparse_sent, first)
     dense = received(conn, params["project"], planned, dense_sent)
     return dense._replace(sparse=found.sparse, near=list(dict.fromkeys(found.near + dense.near)),
                           details={**found.details, **dense.details}, text_hits=found.text_hits), vector
 
 
-def received(conn: psycopg.Connection[Any], project: str, planned: bool, sent: psycopg.Cursor[Any]) -> Candidates:
-    """The candidates a sent statement returns; a project with units the reader sees may keep its own plan."""
+def received(conn: psycopg.Connection[Any], project: str, planned: bool, sent: psycopg.Cursor[Any],
+             first: Row | None = None) -> Candidates:
+    """The candidates a sent statement returns (after `first`, its first row when fetched already); a project with
+    units the reader sees may keep its own plan."""
     with tracing.span("memory.recall.legs") as span:
-        found = unpack(sent.fetchall(), planned)
+        found = unpack(sent.fetchall() if first is None else [first, *sent.fetchall()], planned)
         tracing.record(span, dense=len(found.dense), sparse=len(found.sparse), near=len(found.near),
                        rows=len(found.details), text_hits=found.text_hits, planned=planned)
     if found.units > 0:  # a project this reader can see units of: its next requests may run on its own plan
