@@ -99,8 +99,11 @@ def scoped(conn: psycopg.Connection, actor: Actor, *, one_snapshot: bool = False
     check_actor(actor)
     outermost = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     pipelined = conn.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF
-    with pipelined_transaction(conn) if outermost and pipelined and conn.autocommit else conn.transaction():
-        if one_snapshot and outermost:
+    repeatable = one_snapshot and outermost
+    begins_here = outermost and pipelined and conn.autocommit  # its BEGIN names the isolation level: one statement
+    with (pipelined_transaction(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ" if repeatable else "BEGIN")
+          if begins_here else conn.transaction()):
+        if repeatable and not begins_here:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         conn.execute(SET_SCOPES, [V.APP_ROLE, *(",".join(getattr(actor, scope)) for scope in SCOPES), actor.name])
         yield conn
@@ -109,11 +112,11 @@ def scoped(conn: psycopg.Connection, actor: Actor, *, one_snapshot: bool = False
 
 
 @contextmanager
-def pipelined_transaction(conn: psycopg.Connection) -> Iterator[None]:
-    """A transaction whose BEGIN and COMMIT travel with the statements next to them, on an autocommit connection in
-    pipeline mode: psycopg's transaction() waits for the server after BEGIN and before COMMIT (two round trips of a
-    recall's five). On an error it rolls back, as transaction() does."""
-    conn.execute("BEGIN")
+def pipelined_transaction(conn: psycopg.Connection, begin: str = "BEGIN") -> Iterator[None]:
+    """A transaction whose BEGIN (`begin`, which may name its isolation level) and COMMIT travel with the statements
+    next to them, on an autocommit connection in pipeline mode: psycopg's transaction() waits for the server after
+    BEGIN and before COMMIT (two round trips of a recall's five). On an error it rolls back, as transaction() does."""
+    conn.execute(begin)
     try:
         yield
     except BaseException:

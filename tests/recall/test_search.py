@@ -371,12 +371,13 @@ def test_as_of_does_not_serve_an_episode_after_its_ttl_expiry(mem, conn, embedde
 
 
 def test_a_recall_waits_on_the_server_three_times_through_the_api_too(mem, conn, clean, embedder):
-    """Through recall(): the serving model (before encoding); then the transaction's BEGIN, its one snapshot, the
-    role and scopes, the request's context and every candidate with what scoring reads of it (pipeline mode, one
-    statement); then the cited text with the COMMIT. psycopg's transaction() waited after BEGIN and before COMMIT
-    as well (five waits), and ten statements were each a round trip before that. Through Memory.recall: the kill
-    switch with the serving model, which is also the connection's check (the pool's own check was a fourth wait;
-    the two reads apart, before that, a fifth and sixth)."""
+    """Through recall(): the serving model (before encoding); then the transaction's BEGIN with its one snapshot
+    (one statement: a SET TRANSACTION after it was an eighth), the role and scopes, the request's context and every
+    candidate with what scoring reads of it (pipeline mode, one statement); then the cited text with the COMMIT.
+    psycopg's transaction() waited after BEGIN and before COMMIT as well (five waits), and ten statements were each
+    a round trip before that. Through Memory.recall: the kill switch with the serving model, which is also the
+    connection's check (the pool's own check was a fourth wait; the two reads apart, before that, a fifth and
+    sixth)."""
     for i, (title, body) in enumerate(HYBRID_FIXTURE):
         mem.remember(project="acme", kind="note", type="episodic", title=title, body=body, session_id="S-1",
                      task_id=f"T-{i}")
@@ -387,7 +388,7 @@ def test_a_recall_waits_on_the_server_three_times_through_the_api_too(mem, conn,
         return embedder.encode([query])[0]
 
     results = []
-    assert round_trips(conn, lambda: results.append(recall(conn, "acme", QUERY, k=3, encoder=encode))) == (3, 8)
+    assert round_trips(conn, lambda: results.append(recall(conn, "acme", QUERY, k=3, encoder=encode))) == (3, 7)
     assert results[0].mode == "hybrid" and len(results[0]) == 3
     assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
@@ -997,7 +998,7 @@ def test_a_cached_vector_a_dense_request_or_a_query_without_terms_asks_one_state
     for query, legs in (("when did the backup check run", "dense"), ("when was it", "hybrid")):
         memory_assets.api.encode_query.clear()
         trips = round_trips(conn, lambda q=query, legs=legs: recall(conn, "acme", q, encoder=encoder, legs=legs))
-        assert encoder.seen[-1][0] == "idle" and trips[1] <= 8, (query, trips)  # one candidates statement
+        assert encoder.seen[-1][0] == "idle" and trips[1] <= 7, (query, trips)  # one candidates statement
 
 
 def test_a_model_failing_beside_the_full_text_leg_serves_full_text_and_an_error_rolls_back(mem, conn, clean, embedder):
