@@ -62,7 +62,7 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
     if vector is None:
         return received(conn, params["project"], planned, sparse_sent), None
     first = sparse_sent.fetchone()  # the full-text statement's answer, usually in by now: fetched alone (a fetch
-    # waits for every statement sent before it), its rows parsed below while the server runs the dense leg
+    # waits for the answer of every statement sent so far), its rows parsed below while the server runs the dense leg
     dense_sent = execute_positional(conn, statement, statement_params(params, vector, False))
     found = received(conn, params["project"], planned, sparse_sent, first)
     dense = received(conn, params["project"], planned, dense_sent)
