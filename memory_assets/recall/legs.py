@@ -58,11 +58,13 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
     unused = np.zeros(embeddings.model_spec(model_key).dim, dtype=np.float32)  # typed as the query's vector: the
     # two statements are one prepared statement with one plan (a NULL vector would prepare a second, ~1.3 MB each)
     sparse_sent = execute_positional(conn, statement, {**statement_params(params, None, True), "vector": unused})
+    conn.pgconn.send_flush_request()  # the server sends the full-text answer once it is ready, not when asked next:
+    conn.pgconn.flush()  # it is in by the time the question is encoded (a request left in libpq's buffer goes next)
     vector = encode()
     if vector is None:
         return received(conn, params["project"], planned, sparse_sent), None
-    first = sparse_sent.fetchone()  # the full-text statement's answer, usually in by now: fetched alone (a fetch
-    # waits for the answer of every statement sent so far), its rows parsed below while the server runs the dense leg
+    first = sparse_sent.fetchone()  # that answer fetched alone (a fetch waits for the answer of every statement sent
+    # so far), its rows parsed below while the server runs the dense leg
     dense_sent = execute_positional(conn, statement, statement_params(params, vector, False))
     found = received(conn, params["project"], planned, sparse_sent, first)
     dense = received(conn, params["project"], planned, dense_sent)

@@ -99,7 +99,8 @@ def recall(conn: psycopg.Connection[Any], project: str, query: str, k: int = V.R
         overlapped = (vector is None and legs == "hybrid" and bool(terms) and warm(encoder, encoded_for))
         if vector is None and not overlapped:
             vector = encoded(encoder, encoded_for, query)
-    # pipeline mode: after BEGIN, the role and scopes, the context and every candidate come back in one round trip,
+    # pipeline mode: after BEGIN, the role and scopes, the context and every candidate come back in one round trip
+    # (a question encoded meanwhile: the full-text leg's answer arrives during the encode, the dense leg's after it),
     # and the hits' text with the COMMIT in a second; the query-side rounds run in the same scoped transaction, so
     # they see only what the first round may, and every statement reads one snapshot: the two legs' statements (a
     # question encoded between them) and the cited text agree on what a unit is (a unit forgotten meanwhile is

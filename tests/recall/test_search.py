@@ -987,6 +987,46 @@ def test_a_loaded_model_encodes_beside_the_full_text_leg_and_one_to_load_before_
     assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
 
+class AnswerWatcher:
+    """An encoder that waits, without asking the server anything, for the answers of what was sent before the encode
+    to reach the recall's connection whole (libpq reads what arrived; it sends nothing)."""
+
+    def __init__(self, conn) -> None:
+        self.conn, self.arrived = conn, None
+
+    def __call__(self, model_key, query):
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            self.conn.pgconn.consume_input()
+            if not self.conn.pgconn.is_busy():
+                break
+            time.sleep(0.01)
+        self.arrived = not self.conn.pgconn.is_busy()
+        return memory_assets.api.encode_query(model_key, query)
+
+    def at_hand(self, model_key, query):
+        return None
+
+    def warm(self, model_key):
+        return True
+
+
+def test_the_full_text_answer_reaches_the_client_while_the_question_encodes(mem, conn, embedder):
+    """The server sends the full-text statement's answer as soon as it is ready (a flush request goes with the
+    statement): without it the last part waits in the server's buffer for the next request, so fetching it after the
+    encode was one more round trip; the dense statement then goes alone and the full-text rows are parsed while it
+    runs. Every hit is what the one statement gives."""
+    conversation(mem, conn, embedder)
+    watcher = AnswerWatcher(conn)
+    query = "when did the backup check of the billing replica run"
+    memory_assets.api.encode_query.clear()
+    overlapped = recall(conn, "acme", query, k=4, encoder=watcher)
+    assert watcher.arrived is True
+    assert overlapped.mode == "hybrid" and len(overlapped) == 4
+    one = recall(conn, "acme", query, k=4, encoder=memory_assets.api.encode_query)  # cached: the one statement
+    assert [h.token for h in one] == [h.token for h in overlapped]
+
+
 def test_a_cached_vector_a_dense_request_or_a_query_without_terms_asks_one_statement(mem, conn, clean, embedder):
     """Nothing to overlap: a vector at hand, a dense-only request and a query of stop words alone run the one
     statement, the encoder called (if at all) before the transaction."""
