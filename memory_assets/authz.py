@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 import re
+import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 
 import psycopg
@@ -90,6 +91,9 @@ def check_actor(actor: Actor) -> None:
                                                  f"digit, at most {V.PROJECT_MAX_CHARS} characters")
 
 
+_PIPELINED_TRANSACTIONS: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()  # inside pipelined_transaction
+
+
 @contextmanager
 def scoped(conn: psycopg.Connection, actor: Actor, *, one_snapshot: bool = False) -> Iterator[psycopg.Connection]:
     """A transaction run as the non-owner role with the actor's scopes and persona set locally: the database
@@ -97,12 +101,14 @@ def scoped(conn: psycopg.Connection, actor: Actor, *, one_snapshot: bool = False
     reads the same snapshot (REPEATABLE READ, for a read whose statements must agree; an outer transaction keeps
     its own)."""
     check_actor(actor)
-    outermost = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    # libpq says IDLE inside a pipelined transaction until its next sync: the one this module opened is known here
+    inside_pipelined = conn in _PIPELINED_TRANSACTIONS
+    outermost = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE and not inside_pipelined
     pipelined = conn.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF
     repeatable = one_snapshot and outermost
     begins_here = outermost and pipelined and conn.autocommit  # its BEGIN names the isolation level: one statement
     with (pipelined_transaction(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ" if repeatable else "BEGIN")
-          if begins_here else conn.transaction()):
+          if begins_here else nullcontext() if inside_pipelined else conn.transaction()):
         if repeatable and not begins_here:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         conn.execute(SET_SCOPES, [V.APP_ROLE, *(",".join(getattr(actor, scope)) for scope in SCOPES), actor.name])
@@ -117,6 +123,7 @@ def pipelined_transaction(conn: psycopg.Connection, begin: str = "BEGIN") -> Ite
     next to them, on an autocommit connection in pipeline mode: psycopg's transaction() waits for the server after
     BEGIN and before COMMIT (two round trips of a recall's five). On an error it rolls back, as transaction() does."""
     conn.execute(begin)
+    _PIPELINED_TRANSACTIONS.add(conn)
     try:
         yield
     except BaseException:
@@ -125,4 +132,6 @@ def pipelined_transaction(conn: psycopg.Connection, begin: str = "BEGIN") -> Ite
         with suppress(psycopg.Error):
             conn.execute("ROLLBACK")
         raise
+    finally:
+        _PIPELINED_TRANSACTIONS.discard(conn)
     conn.execute("COMMIT")

@@ -591,3 +591,20 @@ def test_the_python_api_forgets_only_as_an_operator_the_deployment_lists(mem, mo
         assert conn.execute(status).fetchone()[0] == V.STATUS_ACTIVE
         mem.forget("acme", token, Actor.operator("acme", "bob"), reason="asked")
         assert conn.execute(status).fetchone()[0] == V.STATUS_FORGOTTEN
+
+
+def test_a_scope_nested_in_a_pipelined_one_keeps_the_outer_transaction(conn):
+    """libpq says IDLE inside a pipelined transaction until its next sync: a scope opened inside one after a fetch
+    took itself for the outermost, sent a second BEGIN and its COMMIT ended the outer transaction early; it now runs
+    inside it, its settings handed back at its end as in any outer transaction, and the outer commits once."""
+    state = "SELECT pg_current_xact_id()::text, current_setting('transaction_isolation')"
+    with conn.pipeline(), authz.scoped(conn, Actor.reader("alpha"), one_snapshot=True):
+        before = conn.execute(state).fetchone()
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE  # what libpq says meanwhile
+        with authz.scoped(conn, Actor.reader("beta"), one_snapshot=True):
+            inner = conn.execute(state + ", current_setting('memory.read', true)").fetchone()
+        after = conn.execute(state).fetchone()
+    assert before == after == inner[:2] and before[1] == "repeatable read"
+    assert inner[2] == "beta"
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert conn.execute("SELECT current_user = session_user").fetchone() == (True,)
