@@ -92,6 +92,7 @@ def check_actor(actor: Actor) -> None:
 
 
 _PIPELINED_TRANSACTIONS: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()  # inside pipelined_transaction
+_OPEN_SCOPES: weakref.WeakKeyDictionary[psycopg.Connection, list[list[str]]] = weakref.WeakKeyDictionary()
 
 
 @contextmanager
@@ -111,10 +112,17 @@ def scoped(conn: psycopg.Connection, actor: Actor, *, one_snapshot: bool = False
           if begins_here else nullcontext() if inside_pipelined else conn.transaction()):
         if repeatable and not begins_here:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        conn.execute(SET_SCOPES, [V.APP_ROLE, *(",".join(getattr(actor, scope)) for scope in SCOPES), actor.name])
-        yield conn
-        if not outermost:  # inside an outer transaction SET LOCAL would outlive this block: hand the role back
-            conn.execute(SET_SCOPES, ["none", *("" for _ in SCOPES), V.NO_PERSONA])
+        settings = [V.APP_ROLE, *(",".join(getattr(actor, scope)) for scope in SCOPES), actor.name]
+        conn.execute(SET_SCOPES, settings)
+        opened = _OPEN_SCOPES.setdefault(conn, [])  # the scopes open on this connection, innermost last
+        opened.append(settings)
+        try:
+            yield conn
+        finally:
+            opened.pop()
+        if not outermost:  # inside an outer transaction SET LOCAL would outlive this block: the enclosing scope's
+            # settings back (the owner's role would read every project for the rest of it), or none
+            conn.execute(SET_SCOPES, opened[-1] if opened else ["none", *("" for _ in SCOPES), V.NO_PERSONA])
 
 
 @contextmanager

@@ -596,15 +596,29 @@ def test_the_python_api_forgets_only_as_an_operator_the_deployment_lists(mem, mo
 def test_a_scope_nested_in_a_pipelined_one_keeps_the_outer_transaction(conn):
     """libpq says IDLE inside a pipelined transaction until its next sync: a scope opened inside one after a fetch
     took itself for the outermost, sent a second BEGIN and its COMMIT ended the outer transaction early; it now runs
-    inside it, its settings handed back at its end as in any outer transaction, and the outer commits once."""
+    inside it and hands the outer scope's settings back at its end (not the owner's role, which reads every
+    project), and the outer commits once."""
     state = "SELECT pg_current_xact_id()::text, current_setting('transaction_isolation')"
+    state = state + ", current_setting('memory.read', true), current_user = session_user"
     with conn.pipeline(), authz.scoped(conn, Actor.reader("alpha"), one_snapshot=True):
         before = conn.execute(state).fetchone()
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE  # what libpq says meanwhile
         with authz.scoped(conn, Actor.reader("beta"), one_snapshot=True):
-            inner = conn.execute(state + ", current_setting('memory.read', true)").fetchone()
+            inner = conn.execute(state).fetchone()
         after = conn.execute(state).fetchone()
-    assert before == after == inner[:2] and before[1] == "repeatable read"
-    assert inner[2] == "beta"
+    assert before[:2] == after[:2] == inner[:2] and before[1] == "repeatable read"
+    assert (before[2:], inner[2:], after[2:]) == (("alpha", False), ("beta", False), ("alpha", False))
     assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     assert conn.execute("SELECT current_user = session_user").fetchone() == (True,)
+
+
+def test_a_scope_nested_in_a_transaction_hands_back_the_enclosing_scope_or_none(conn):
+    """SET LOCAL outlives a nested block: at its end the enclosing scope's role and scopes come back, and where no
+    scope encloses it, none (the connection's own role, for the transaction's rest)."""
+    state = "SELECT current_setting('memory.read', true), current_user = session_user"
+    with conn.transaction():
+        with authz.scoped(conn, Actor.reader("alpha")):
+            with authz.scoped(conn, Actor.reader("beta")):
+                assert conn.execute(state).fetchone() == ("beta", False)
+            assert conn.execute(state).fetchone() == ("alpha", False)
+        assert conn.execute(state).fetchone() == ("", True)
