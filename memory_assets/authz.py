@@ -7,7 +7,7 @@ import os
 import re
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext, suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 import psycopg
@@ -108,18 +108,19 @@ def scoped(conn: psycopg.Connection, actor: Actor, *, one_snapshot: bool = False
     pipelined = conn.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF
     repeatable = one_snapshot and outermost
     begins_here = outermost and pipelined and conn.autocommit  # its BEGIN names the isolation level: one statement
+    opened = _OPEN_SCOPES.setdefault(conn, [])  # the scopes open on this connection, innermost last
     with (pipelined_transaction(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ" if repeatable else "BEGIN")
-          if begins_here else nullcontext() if inside_pipelined else conn.transaction()):
+          if begins_here else pipelined_savepoint(conn, f"memory_scope_{len(opened)}") if inside_pipelined
+          else conn.transaction()):  # a nested block's error rolls back to its savepoint, its SET LOCAL with it
         if repeatable and not begins_here:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         settings = [V.APP_ROLE, *(",".join(getattr(actor, scope)) for scope in SCOPES), actor.name]
         conn.execute(SET_SCOPES, settings)
-        opened = _OPEN_SCOPES.setdefault(conn, [])  # the scopes open on this connection, innermost last
-        opened.append(settings)
         try:
+            opened.append(settings)
             yield conn
         finally:
-            opened.pop()
+            opened[:] = [other for other in opened if other is not settings]
         if not outermost:  # inside an outer transaction SET LOCAL would outlive this block: the enclosing scope's
             # settings back (the owner's role would read every project for the rest of it), or none
             conn.execute(SET_SCOPES, opened[-1] if opened else ["none", *("" for _ in SCOPES), V.NO_PERSONA])
@@ -130,16 +131,31 @@ def pipelined_transaction(conn: psycopg.Connection, begin: str = "BEGIN") -> Ite
     """A transaction whose BEGIN (`begin`, which may name its isolation level) and COMMIT travel with the statements
     next to them, on an autocommit connection in pipeline mode: psycopg's transaction() waits for the server after
     BEGIN and before COMMIT (two round trips of a recall's five). On an error it rolls back, as transaction() does."""
+    with _pipelined_block(conn, begin, "COMMIT", "ROLLBACK"):
+        try:
+            _PIPELINED_TRANSACTIONS.add(conn)
+            yield
+        finally:
+            _PIPELINED_TRANSACTIONS.discard(conn)
+
+
+@contextmanager
+def pipelined_savepoint(conn: psycopg.Connection, name: str) -> Iterator[None]:
+    """A savepoint inside pipelined_transaction whose statements travel with the others (psycopg's transaction()
+    cannot tell a pipelined transaction is open): an error inside rolls back to it."""
+    with _pipelined_block(conn, f"SAVEPOINT {name}", f"RELEASE SAVEPOINT {name}", f"ROLLBACK TO SAVEPOINT {name}"):
+        yield
+
+
+@contextmanager
+def _pipelined_block(conn: psycopg.Connection, begin: str, end: str, undo: str) -> Iterator[None]:
     conn.execute(begin)
-    _PIPELINED_TRANSACTIONS.add(conn)
     try:
         yield
     except BaseException:
         with suppress(psycopg.Error), conn.pipeline() as pipeline:
-            pipeline.sync()  # ends a segment an error aborted: libpq would skip the ROLLBACK queued in it
+            pipeline.sync()  # ends a segment an error aborted: libpq would skip the undo queued in it
         with suppress(psycopg.Error):
-            conn.execute("ROLLBACK")
+            conn.execute(undo)
         raise
-    finally:
-        _PIPELINED_TRANSACTIONS.discard(conn)
-    conn.execute("COMMIT")
+    conn.execute(end)

@@ -622,3 +622,20 @@ def test_a_scope_nested_in_a_transaction_hands_back_the_enclosing_scope_or_none(
                 assert conn.execute(state).fetchone() == ("beta", False)
             assert conn.execute(state).fetchone() == ("alpha", False)
         assert conn.execute(state).fetchone() == ("", True)
+
+
+@pytest.mark.parametrize("fetched", [False, True], ids=["before-any-fetch", "after-a-fetch"])
+def test_a_nested_scope_that_raises_inside_a_pipelined_one_leaves_the_outer_scope_in_force(conn, fetched):
+    """A caller that catches an error of a nested scope goes on under its own scope: the nested block runs in a
+    savepoint that the error rolls back, its SET LOCAL with it (without one, the rest ran as the nested actor, or
+    as the owner)."""
+    state = "SELECT current_setting('memory.read', true), current_user = session_user"
+    with conn.pipeline(), authz.scoped(conn, Actor.reader("alpha")):
+        if fetched:
+            conn.execute("SELECT 1").fetchone()
+        with pytest.raises(ValueError), authz.scoped(conn, Actor.reader("beta")):
+            raise ValueError("the caller catches this")
+        with pytest.raises(psycopg.errors.DivisionByZero), authz.scoped(conn, Actor.reader("beta")):
+            conn.execute("SELECT 1 / 0").fetchone()
+        assert conn.execute(state).fetchone() == ("alpha", False)
+    assert conn.execute(state).fetchone() == ("", True)
