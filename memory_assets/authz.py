@@ -91,7 +91,8 @@ def check_actor(actor: Actor) -> None:
                                                  f"digit, at most {V.PROJECT_MAX_CHARS} characters")
 
 
-_PIPELINED_TRANSACTIONS: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()  # inside pipelined_transaction
+# the scopes open on each connection, innermost last: one open means a transaction is, whatever libpq says (IDLE
+# inside a pipelined transaction until its next sync)
 _OPEN_SCOPES: weakref.WeakKeyDictionary[psycopg.Connection, list[list[str]]] = weakref.WeakKeyDictionary()
 
 
@@ -102,15 +103,13 @@ def scoped(conn: psycopg.Connection, actor: Actor, *, one_snapshot: bool = False
     reads the same snapshot (REPEATABLE READ, for a read whose statements must agree; an outer transaction keeps
     its own)."""
     check_actor(actor)
-    # libpq says IDLE inside a pipelined transaction until its next sync: the one this module opened is known here
-    inside_pipelined = conn in _PIPELINED_TRANSACTIONS
-    outermost = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE and not inside_pipelined
+    opened = _OPEN_SCOPES.setdefault(conn, [])
+    outermost = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE and not opened
     pipelined = conn.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF
     repeatable = one_snapshot and outermost
     begins_here = outermost and pipelined and conn.autocommit  # its BEGIN names the isolation level: one statement
-    opened = _OPEN_SCOPES.setdefault(conn, [])  # the scopes open on this connection, innermost last
     with (pipelined_transaction(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ" if repeatable else "BEGIN")
-          if begins_here else pipelined_savepoint(conn, f"memory_scope_{len(opened)}") if inside_pipelined
+          if begins_here else pipelined_savepoint(conn, f"memory_scope_{len(opened)}") if opened and pipelined
           else conn.transaction()):  # a nested block's error rolls back to its savepoint, its SET LOCAL with it
         if repeatable and not begins_here:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
@@ -132,17 +131,13 @@ def pipelined_transaction(conn: psycopg.Connection, begin: str = "BEGIN") -> Ite
     next to them, on an autocommit connection in pipeline mode: psycopg's transaction() waits for the server after
     BEGIN and before COMMIT (two round trips of a recall's five). On an error it rolls back, as transaction() does."""
     with _pipelined_block(conn, begin, "COMMIT", "ROLLBACK"):
-        try:
-            _PIPELINED_TRANSACTIONS.add(conn)
-            yield
-        finally:
-            _PIPELINED_TRANSACTIONS.discard(conn)
+        yield
 
 
 @contextmanager
 def pipelined_savepoint(conn: psycopg.Connection, name: str) -> Iterator[None]:
-    """A savepoint inside pipelined_transaction whose statements travel with the others (psycopg's transaction()
-    cannot tell a pipelined transaction is open): an error inside rolls back to it."""
+    """A savepoint inside a transaction in pipeline mode, its statements travelling with the others (psycopg's
+    transaction() cannot tell a pipelined transaction is open): an error inside rolls back to it."""
     with _pipelined_block(conn, f"SAVEPOINT {name}", f"RELEASE SAVEPOINT {name}", f"ROLLBACK TO SAVEPOINT {name}"):
         yield
 
