@@ -133,7 +133,9 @@ GOALS = (
          "p95 needs what follows the encode under ~7 ms at p95 (item 22 samples a cached call: the server's 7.4 ms, "
          "the client's 5.0). Next: Python fusion over arrays instead of dicts (all of fusion and scoring is 0.85 ms "
          "alone, item 22); fewer candidates per leg once the session lift no longer "
-         "reaches ranks 100-200 (the sparse leg at 100 saved 1.15 ms p50 for R@10 0.8035 -> 0.8015; items 8, 11); "
+         "reaches ranks 100-200 (the sparse leg at 100 saved 1.15 ms p50 for R@10 0.8035 -> 0.8015; items 8, 11; both "
+         "legs at 100 took 11 % off a cold call for 0.7965 on a Xeon, item 23, whose vCPUs make a call's time its "
+         "total CPU); "
          "the int8 query encoder kept only 0.935 of torch's top 10"),
     Goal("recall@10 of evidence / mem0's", "peer", ("ratios", "recall_at_10_ours_vs_mem0"), 2.0, False, X,
          "multi-hop and open-domain questions: a reranker or query expansion",
