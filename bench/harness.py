@@ -161,8 +161,11 @@ GOALS = (
          "14 constraints as one CHECK through a plpgsql predicate only 1.8 %; the inbox row's update after its "
          "insert at most 2.5 %). The client's ~0.31 ms of CPU a call comes before the server's. Since 12ee84d the "
          "sources' audience trigger skips its no-op, an index fewer, and the gates skip detectors whose literals a "
-         "text lacks (item 21: 1.08x). Next: the unit's own insert (~185 of the server's ~420 us: heap row, btree "
-         "and GIN entries, tsv, the journal) and the client's ~110 us outside the gates"),
+         "text lacks (item 21: 1.08x). Since sql/034 the functions the entries index and tsv call are PL/pgSQL, "
+         "compiled once per session, not SQL bodies the planner parsed for every insert to try to inline them "
+         "(item 24: 1.12x on a 2-vCPU Xeon). Next: the CHECK constraints, still planned for every insert (13 % of "
+         "the server's samples; domains are planned once per session), the unit's own insert (heap row, btree and "
+         "GIN entries, tsv, the journal) and the client's ~110 us outside the gates"),
     Goal("CLI import (remember_many in batches, gated in parallel)", "ingest", ("units_per_second_median", "import"),
          5000, False, " lines/s",
          "the gates of the next batch run beside the capture of the one before and, since 069df16, its capture "

@@ -124,6 +124,51 @@ def test_migrations_are_recorded_once(clean):
     assert recorded == [path.name for path in database.migration_files()]
 
 
+SQL_027_ENTRIES = (  # the expressions sql/027 and sql/001 filled the entries index and tsv with, as SQL functions
+    "CASE WHEN u.private_to IS NOT NULL THEN array_to_tsvector(ARRAY("
+    "  SELECT audience || lexeme FROM unnest(tsvector_to_array(u.tsv)) AS lexeme,"
+    "  unnest(ARRAY[u.project || '/@ '] || ARRAY(SELECT u.project || '/@' || persona || ' '"
+    "  FROM unnest(u.private_to) AS persona WHERE persona IS NOT NULL)) AS audience))"
+    " WHEN length(u.tsv) = 0 THEN u.tsv"
+    " ELSE array_to_tsvector(string_to_array(u.project || '/' || array_to_string(tsvector_to_array(u.tsv),"
+    " ' ' || u.project || '/'), ' ')) END")
+
+
+def test_the_functions_the_units_index_and_generated_column_call_give_what_sql_027_gave(mem, conn):
+    """sql/034 made them PL/pgSQL: the index holds what the SQL bodies computed for shared, private (a NULL persona
+    among them), stop-word-only and keyword-less units, so what the functions give now must be the same."""
+    note = dict(project="acme", kind="note", type="semantic", feed="test")
+    mem.remember(**note, title="Kettle", body="The kettle is descaled monthly.", keywords=["kitchen", "descale"])
+    mem.remember(**note, title="Diary", body="The diary of ana.", visibility=V.VISIBILITY_PRIVATE, persona="ana")
+    mem.remember(**note, title="The", body="Of and the.")
+    with conn.transaction():
+        conn.execute("UPDATE memory_units SET private_to = ARRAY['bo', NULL] WHERE title = 'Kettle'")
+        rows = conn.execute(f"SELECT u.title, memory_unit_entries(u.project, u.private_to, u.tsv), {SQL_027_ENTRIES},"
+                            " memory_text_of(u.keywords), coalesce(array_to_string(u.keywords, ' '), ''),"
+                            " memory_text_of(NULL) FROM memory_units u ORDER BY u.title").fetchall()
+    assert [title for title, *_ in rows] == ["Diary", "Kettle", "The"]
+    for title, entries, expected, text, expected_text, nothing in rows:
+        assert (entries, text, nothing) == (expected, expected_text, ""), title
+    assert [len(entries) > 0 for _, entries, *_ in rows] == [True, True, False]
+
+
+def test_no_function_the_units_index_or_generated_column_calls_is_a_sql_body_parsed_for_every_write(conn):
+    """The planner tries to inline a LANGUAGE sql function each time it prepares an expression that calls it,
+    parsing its body again, which an index expression and a generated column are for every statement that writes a
+    row (sql/034: ~7.5 % of remember()'s server CPU); PL/pgSQL is compiled once per session."""
+    called = conn.execute(
+        "SELECT DISTINCT p.proname, l.lanname FROM pg_depend d"
+        " JOIN pg_proc p ON d.refclassid = 'pg_proc'::regclass AND p.oid = d.refobjid"
+        " JOIN pg_language l ON l.oid = p.prolang"
+        " LEFT JOIN pg_index i ON d.classid = 'pg_class'::regclass AND i.indexrelid = d.objid"
+        " LEFT JOIN pg_attrdef a ON d.classid = 'pg_attrdef'::regclass AND a.oid = d.objid"
+        " WHERE coalesce(i.indrelid, a.adrelid) IN (SELECT oid FROM pg_class WHERE relname LIKE 'memory%')"
+        " AND p.pronamespace = 'public'::regnamespace ORDER BY 1").fetchall()
+    assert called == [("memory_text_of", "plpgsql"), ("memory_unit_entries", "plpgsql")]
+    assert conn.execute("SELECT l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang"
+                        " WHERE p.proname = 'memory_private_entries'").fetchone() == ("plpgsql",)  # the one it calls
+
+
 # --- Self-healing (issue #13) ----------------------------------------------------------------------------------
 
 def test_a_zombie_or_a_finished_process_counts_as_dead():
