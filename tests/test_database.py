@@ -124,49 +124,94 @@ def test_migrations_are_recorded_once(clean):
     assert recorded == [path.name for path in database.migration_files()]
 
 
-SQL_027_ENTRIES = (  # the expressions sql/027 and sql/001 filled the entries index and tsv with, as SQL functions
-    "CASE WHEN u.private_to IS NOT NULL THEN array_to_tsvector(ARRAY("
-    "  SELECT audience || lexeme FROM unnest(tsvector_to_array(u.tsv)) AS lexeme,"
-    "  unnest(ARRAY[u.project || '/@ '] || ARRAY(SELECT u.project || '/@' || persona || ' '"
-    "  FROM unnest(u.private_to) AS persona WHERE persona IS NOT NULL)) AS audience))"
-    " WHEN length(u.tsv) = 0 THEN u.tsv"
-    " ELSE array_to_tsvector(string_to_array(u.project || '/' || array_to_string(tsvector_to_array(u.tsv),"
-    " ' ' || u.project || '/'), ' ')) END")
+def sql_functions_before_034() -> str:
+    """sql/001's and sql/027's definitions of the functions sql/034 replaced, read from those migrations."""
+    ledger, entries = ((database.sql_dir() / name).read_text() for name in ("001_ledger.sql",
+                                                                            "027_full_text_matches.sql"))
+    return "\n".join(re.search(rf"CREATE OR REPLACE FUNCTION {name}\(.*?\$\$;", text, re.S).group(0)
+                     for name, text in (("memory_text_of", ledger), ("memory_private_entries", entries),
+                                        ("memory_unit_entries", entries)))
 
 
-def test_the_functions_the_units_index_and_generated_column_call_give_what_sql_027_gave(mem, conn):
-    """sql/034 made them PL/pgSQL: the index holds what the SQL bodies computed for shared, private (a NULL persona
-    among them), stop-word-only and keyword-less units, so what the functions give now must be the same."""
+def test_the_entries_index_sql_027s_functions_built_finds_through_sql_034s_what_a_scan_finds(mem, conn):
+    """sql/034 made the functions the entries index and tsv call PL/pgSQL without rebuilding the index: entries
+    the SQL bodies filed (shared, private, a NULL persona, an empty audience, stop words only) must be what the new
+    functions give, or a reader's match would miss units or find others' (each lexeme read through the index and by
+    a scan of the table)."""
     note = dict(project="acme", kind="note", type="semantic", feed="test")
     mem.remember(**note, title="Kettle", body="The kettle is descaled monthly.", keywords=["kitchen", "descale"])
     mem.remember(**note, title="Diary", body="The diary of ana.", visibility=V.VISIBILITY_PRIVATE, persona="ana")
+    mem.remember(**note, title="Notes", body="The notes of c.d.", visibility=V.VISIBILITY_PRIVATE, persona="c.d")
+    mem.remember(**note, title="Empty", body="An empty audience.")
     mem.remember(**note, title="The", body="Of and the.")
-    with conn.transaction():
+    entries = "SELECT title, memory_unit_entries(project, private_to, tsv), memory_text_of(keywords) FROM memory_units"
+    with conn.transaction(force_rollback=True):
         conn.execute("UPDATE memory_units SET private_to = ARRAY['bo', NULL] WHERE title = 'Kettle'")
-        rows = conn.execute(f"SELECT u.title, memory_unit_entries(u.project, u.private_to, u.tsv), {SQL_027_ENTRIES},"
-                            " memory_text_of(u.keywords), coalesce(array_to_string(u.keywords, ' '), ''),"
-                            " memory_text_of(NULL) FROM memory_units u ORDER BY u.title").fetchall()
-    assert [title for title, *_ in rows] == ["Diary", "Kettle", "The"]
-    for title, entries, expected, text, expected_text, nothing in rows:
-        assert (entries, text, nothing) == (expected, expected_text, ""), title
-    assert [len(entries) > 0 for _, entries, *_ in rows] == [True, True, False]
+        conn.execute("UPDATE memory_units SET private_to = '{}' WHERE title = 'Empty'")
+        conn.execute(sql_functions_before_034())
+        conn.execute("REINDEX INDEX memory_units_entries")
+        filed = sorted(conn.execute(entries).fetchall())
+        conn.execute((database.sql_dir() / "034_entries_compiled_once.sql").read_text())
+        assert sorted(conn.execute(entries).fetchall()) == filed
+        lexemes = [row[0] for row in conn.execute(
+            "SELECT DISTINCT unnest(tsvector_to_array(memory_unit_entries(project, private_to, tsv)))"
+            " FROM memory_units")]
+        found = {}
+        for way, setting in (("index", "enable_seqscan"), ("scan", "enable_bitmapscan")):
+            conn.execute(f"SET LOCAL {setting} = off")
+            scans = conn.execute("SELECT pg_stat_get_xact_numscans('memory_units_entries'::regclass)").fetchone()[0]
+            found[way] = {lexeme: conn.execute("SELECT array_agg(title ORDER BY title) FROM memory_units WHERE"
+                                               " memory_unit_entries(project, private_to, tsv) @@ %s::tsquery",
+                                               (f"'{lexeme}'",), prepare=False).fetchone()[0]
+                          for lexeme in lexemes}  # planned each time: a prepared plan would outlive the setting
+            used = conn.execute("SELECT pg_stat_get_xact_numscans('memory_units_entries'::regclass)").fetchone()[0]
+            assert (used > scans) == (way == "index"), way
+            conn.execute(f"RESET {setting}")
+    assert found["index"] == found["scan"]
+    assert [(title, len(tsv) > 0, text) for title, tsv, text in filed] == [
+        ("Diary", True, ""), ("Empty", True, ""), ("Kettle", True, "kitchen descale"), ("Notes", True, ""),
+        ("The", False, "")]
+    assert found["index"]["acme/@ana diari"] == ["Diary"] and found["index"]["acme/@c.d note"] == ["Notes"]
+    assert "acme/kettl" not in found["index"] and found["index"]["acme/@bo kettl"] == ["Kettle"]
+
+
+def test_a_function_of_the_callers_search_path_never_takes_the_place_of_one_the_units_text_is_filed_by(conn):
+    """sql/001's memory_text_of named array_to_string unqualified, parsed again with each caller's search_path: a
+    public.array_to_string(text[], text) (or one in a schema put first) took its place in every unit's tsv (an
+    attacker's review of sql/034 found it); sql/034's bodies name pg_catalog's functions and operators."""
+    with conn.transaction(force_rollback=True):
+        conn.execute("CREATE SCHEMA evil")
+        for schema in ("public", "evil"):
+            conn.execute(f"CREATE FUNCTION {schema}.array_to_string(text[], text) RETURNS text LANGUAGE sql"
+                         " IMMUTABLE AS $$ SELECT 'hijacked' $$")
+        conn.execute("CREATE FUNCTION evil.ok(integer, integer) RETURNS boolean LANGUAGE sql IMMUTABLE"
+                     " AS $$ SELECT true $$")
+        conn.execute("CREATE OPERATOR evil.= (LEFTARG = integer, RIGHTARG = integer, FUNCTION = evil.ok)")
+        for path in ("public, pg_catalog", "evil, pg_catalog, public"):
+            conn.execute(f"SET LOCAL search_path = {path}")
+            assert conn.execute("SELECT public.memory_text_of(ARRAY['kettle', 'descale']),"
+                                " public.memory_unit_entries('acme', NULL, to_tsvector('english', 'kettles'))"
+                                ).fetchone() == ("kettle descale", "'acme/kettl'"), path
 
 
 def test_no_function_the_units_index_or_generated_column_calls_is_a_sql_body_parsed_for_every_write(conn):
     """The planner tries to inline a LANGUAGE sql function each time it prepares an expression that calls it,
     parsing its body again, which an index expression and a generated column are for every statement that writes a
-    row (sql/034: ~7.5 % of remember()'s server CPU); PL/pgSQL is compiled once per session."""
-    called = conn.execute(
+    row (sql/034: ~10 % of remember()'s server CPU with the SQL function's run); PL/pgSQL is compiled once per
+    session."""
+    called = dict(conn.execute(
         "SELECT DISTINCT p.proname, l.lanname FROM pg_depend d"
         " JOIN pg_proc p ON d.refclassid = 'pg_proc'::regclass AND p.oid = d.refobjid"
         " JOIN pg_language l ON l.oid = p.prolang"
         " LEFT JOIN pg_index i ON d.classid = 'pg_class'::regclass AND i.indexrelid = d.objid"
         " LEFT JOIN pg_attrdef a ON d.classid = 'pg_attrdef'::regclass AND a.oid = d.objid"
         " WHERE coalesce(i.indrelid, a.adrelid) IN (SELECT oid FROM pg_class WHERE relname LIKE 'memory%')"
-        " AND p.pronamespace = 'public'::regnamespace ORDER BY 1").fetchall()
-    assert called == [("memory_text_of", "plpgsql"), ("memory_unit_entries", "plpgsql")]
-    assert conn.execute("SELECT l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang"
-                        " WHERE p.proname = 'memory_private_entries'").fetchone() == ("plpgsql",)  # the one it calls
+        " AND p.pronamespace = 'public'::regnamespace").fetchall())
+    called["memory_private_entries"] = conn.execute(  # the one memory_unit_entries calls
+        "SELECT l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang"
+        " WHERE p.proname = 'memory_private_entries'").fetchone()[0]
+    assert {"memory_text_of", "memory_unit_entries", "memory_private_entries"} <= called.keys()
+    assert [name for name, language in called.items() if language == "sql"] == [], called
 
 
 # --- Self-healing (issue #13) ----------------------------------------------------------------------------------
