@@ -442,13 +442,15 @@ def test_a_lone_caller_after_a_burst_keeps_the_connection_it_returned_last(clean
     out the connection returned last."""
     pool = database.open_pool(clean, max_size=4)
     try:
+        pool.wait()  # the first connection made: a burst waiting for it grows the pool by one more on a slow machine
         with pool.connection() as a, pool.connection() as b, pool.connection() as c:
             burst = [conn.execute("SELECT pg_backend_pid()").fetchone()[0] for conn in (a, b, c)]
+        opened = pool.get_stats()["pool_size"]
         lone = set()
         for _ in range(9):
             with pool.connection() as conn:
                 lone.add(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
-        assert len(lone) == 1 and lone <= set(burst) and pool.get_stats()["pool_size"] == 3
+        assert len(lone) == 1 and lone <= set(burst) and pool.get_stats()["pool_size"] == opened >= 3
     finally:
         pool.close()
 
