@@ -987,11 +987,12 @@ def test_a_loaded_model_encodes_beside_the_full_text_leg_and_one_to_load_before_
     assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
 
-class AnswerWatcher:
-    """An encoder that waits, without asking the server anything, for the answers of what was sent before the encode
-    to reach the recall's connection whole (libpq reads what arrived; it sends nothing)."""
+class AnswerWatcher(WarmEncoder):
+    """WarmEncoder watching the recall's own connection instead: it waits, without asking the server anything, for
+    the answers of what was sent before the encode to arrive whole (libpq reads what arrived; it sends nothing)."""
 
-    def __init__(self, conn) -> None:
+    def __init__(self, url: str, conn) -> None:
+        super().__init__(url, conn)
         self.conn, self.arrived = conn, None
 
     def __call__(self, model_key, query):
@@ -1004,12 +1005,6 @@ class AnswerWatcher:
         self.arrived = not self.conn.pgconn.is_busy()
         return memory_assets.api.encode_query(model_key, query)
 
-    def at_hand(self, model_key, query):
-        return None
-
-    def warm(self, model_key):
-        return True
-
 
 def test_the_full_text_answer_reaches_the_client_while_the_question_encodes(mem, conn, embedder):
     """The server sends the full-text statement's answer as soon as it is ready (a flush request goes with the
@@ -1017,7 +1012,7 @@ def test_the_full_text_answer_reaches_the_client_while_the_question_encodes(mem,
     encode was one more round trip; the dense statement then goes alone and the full-text rows are parsed while it
     runs. Every hit is what the one statement gives."""
     conversation(mem, conn, embedder)
-    watcher = AnswerWatcher(conn)
+    watcher = AnswerWatcher(mem.url, conn)
     query = "when did the backup check of the billing replica run"
     memory_assets.api.encode_query.clear()
     overlapped = recall(conn, "acme", query, k=4, encoder=watcher)
