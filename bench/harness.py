@@ -163,9 +163,10 @@ GOALS = (
          "sources' audience trigger skips its no-op, an index fewer, and the gates skip detectors whose literals a "
          "text lacks (item 21: 1.08x). Since sql/034 the functions the entries index and tsv call are PL/pgSQL, "
          "compiled once per session, not SQL bodies the planner parsed for every insert to try to inline them "
-         "(item 24: 1.12x on a 2-vCPU Xeon). Next: the CHECK constraints, still planned for every insert (13 % of "
-         "the server's samples; domains are planned once per session), the unit's own insert (heap row, btree and "
-         "GIN entries, tsv, the journal) and the client's ~110 us outside the gates"),
+         "(item 24: 1.12x on a 2-vCPU Xeon). Not the CHECK constraints, though planned for every insert (13 % of the "
+         "server's samples): with every one dropped a call was no faster (item 24). Next: the executor set-up of "
+         "the function's ~12 statements, the unit's own insert (heap row, btree and GIN entries, tsv, the journal) "
+         "and the client's ~0.4 ms of CPU a call"),
     Goal("CLI import (remember_many in batches, gated in parallel)", "ingest", ("units_per_second_median", "import"),
          5000, False, " lines/s",
          "the gates of the next batch run beside the capture of the one before and, since 069df16, its capture "
