@@ -593,13 +593,15 @@ def test_the_python_api_forgets_only_as_an_operator_the_deployment_lists(mem, mo
         assert conn.execute(status).fetchone()[0] == V.STATUS_FORGOTTEN
 
 
+SCOPE_IN_FORCE = "current_setting('memory.read', true), current_user = session_user"  # whose scopes, and the owner?
+
+
 def test_a_scope_nested_in_a_pipelined_one_keeps_the_outer_transaction(conn):
     """libpq says IDLE inside a pipelined transaction until its next sync: a scope opened inside one after a fetch
     took itself for the outermost, sent a second BEGIN and its COMMIT ended the outer transaction early; it now runs
     inside it and hands the outer scope's settings back at its end (not the owner's role, which reads every
     project), and the outer commits once."""
-    state = "SELECT pg_current_xact_id()::text, current_setting('transaction_isolation')"
-    state = state + ", current_setting('memory.read', true), current_user = session_user"
+    state = f"SELECT pg_current_xact_id()::text, current_setting('transaction_isolation'), {SCOPE_IN_FORCE}"
     with conn.pipeline(), authz.scoped(conn, Actor.reader("alpha"), one_snapshot=True):
         before = conn.execute(state).fetchone()
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE  # what libpq says meanwhile
@@ -615,7 +617,7 @@ def test_a_scope_nested_in_a_pipelined_one_keeps_the_outer_transaction(conn):
 def test_a_scope_nested_in_a_transaction_hands_back_the_enclosing_scope_or_none(conn):
     """SET LOCAL outlives a nested block: at its end the enclosing scope's role and scopes come back, and where no
     scope encloses it, none (the connection's own role, for the transaction's rest)."""
-    state = "SELECT current_setting('memory.read', true), current_user = session_user"
+    state = f"SELECT {SCOPE_IN_FORCE}"
     with conn.transaction():
         with authz.scoped(conn, Actor.reader("alpha")):
             with authz.scoped(conn, Actor.reader("beta")):
@@ -629,7 +631,7 @@ def test_a_nested_scope_that_raises_inside_a_pipelined_one_leaves_the_outer_scop
     """A caller that catches an error of a nested scope goes on under its own scope: the nested block runs in a
     savepoint that the error rolls back, its SET LOCAL with it (without one, the rest ran as the nested actor, or
     as the owner)."""
-    state = "SELECT current_setting('memory.read', true), current_user = session_user"
+    state = f"SELECT {SCOPE_IN_FORCE}"
     with conn.pipeline(), authz.scoped(conn, Actor.reader("alpha")):
         if fetched:
             conn.execute("SELECT 1").fetchone()
