@@ -150,23 +150,16 @@ GOALS = (
          "numpy's time (1.0-1.3x); the ratio moves with the machine's BLAS (numpy's 100k scan 5.4 ms on a Xeon, "
          "12.1 ms on an EPYC here)"),
     Goal("remember(), one writer", "ingest", ("units_per_second_median", "remember_1"), 1000, False, " units/s",
-         "compare durable_commit (INSERT + COMMIT alone) in ingest.json: where the disk's flush is the bound, only "
-         "batching (remember_many), never an unflushed acknowledgement; where it is not, the server's own work. A "
-         "call is one statement, its write the connection's check since 84df565 (the pool's check round trip was a "
-         "ninth of the call: 846 -> 970 calls/s, eight paired runs; docs/scaling.md item 2). The server's ~0.6 ms "
-         "of CPU a call, sampled with perf: executor set-up of every statement (~14 %), the triggers (~17 %: the "
-         "sources' audience, the units' journal, foreign keys), the commit (~14 %, its fdatasync ~9 %), index "
-         "inserts (~11 %), and each single-row insert parsing and planning its table's CHECK constraints and the "
-         "generated tsv from the catalog (~15 %; without any CHECK constraint a call is 7 % faster, yet memory_units' "
-         "14 constraints as one CHECK through a plpgsql predicate only 1.8 %; the inbox row's update after its "
-         "insert at most 2.5 %). The client's ~0.31 ms of CPU a call comes before the server's. Since 12ee84d the "
-         "sources' audience trigger skips its no-op, an index fewer, and the gates skip detectors whose literals a "
-         "text lacks (item 21: 1.08x). Since sql/034 the functions the entries index and tsv call are PL/pgSQL, "
-         "compiled once per session, not SQL bodies the planner parsed for every insert to try to inline them "
-         "(item 24: 1.12x on a 2-vCPU Xeon). Not the CHECK constraints, though planned for every insert (13 % of the "
-         "server's samples): with every one dropped a call was no faster (item 24). Next: the executor set-up of "
-         "the function's ~12 statements, the unit's own insert (heap row, btree and GIN entries, tsv, the journal) "
-         "and the client's ~0.4 ms of CPU a call"),
+         "ingest.json's remember_1_us_per_call splits a call into this process's CPU, the server backend's and "
+         "waiting, and remember_1_unflushed is the same calls with synchronous_commit off (a diagnostic, never an "
+         "acknowledged write): on a 2-vCPU Xeon ~0.4 + ~0.7 ms of CPU and ~0.5 ms waiting, mostly the commit's WAL "
+         "flush (1.19 against 1.68 ms a call), dearer after a call's CPU than back to back as durable_commit "
+         "measures it (an idle disk, halted vCPUs; docs/scaling.md item 25). Since 84df565 the write is its "
+         "connection's check (item 2), since 12ee84d the gates skip detectors whose literals a text lacks (item 21), "
+         "since sql/034 the entries and tsv functions are compiled once per session (item 24: 1.12x); the CHECK "
+         "constraints, all dropped, made no difference (item 24). Next: a call's CPU halved (the executor set-up of "
+         "the function's ~12 statements, the unit's own insert with its index entries, the client's ~0.4 ms); past "
+         "the flush only batching (remember_many), never an unflushed acknowledgement"),
     Goal("CLI import (remember_many in batches, gated in parallel)", "ingest", ("units_per_second_median", "import"),
          5000, False, " lines/s",
          "the gates of the next batch run beside the capture of the one before and, since 069df16, its capture "
@@ -175,8 +168,10 @@ GOALS = (
          "line) and the reading thread's validation (~30 us) beside it on two cores, and folds of one project "
          "serialise on its counter row (gap-free numbers). The command ends with the planner's statistics refreshed "
          "(0.1-0.26 s of a 10,000-line import as the store grows, its 30,000-row sample ~45 ms of it; items 11-12). "
-         "Next: the fold's per-row work (each table's CHECK constraints and generated tsv are set up per statement, "
-         "cheap in a batch; the inbox row is updated after its insert, not HOT), fewer index entries per row"),
+         "A 10,000-line import's CPU on a 2-vCPU Xeon: this process ~0.9 s, the gate processes ~1 s, the server "
+         "~1.9 s in ~2.4 s, so the fold runs ~1.7x slower than alone beside the rest; small first batches, niced or "
+         "fewer gate processes all measured slower (docs/scaling.md item 25). Next: less CPU per row anywhere (the "
+         "fold's per-row work, fewer index entries per row; the ANALYZE's content_hash under COLLATE \"C\")"),
     Goal("embedding stage / raw encode()", "embed", ("ratio_stage_vs_raw_encode",), 0.9, False, X,
          "the writes already overlap the encoding (one batch in flight) and the figure follows an untimed warm-up "
          "with the order alternating; what is left is the server's HNSW inserts on the same two cores as the "

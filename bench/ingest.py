@@ -11,7 +11,10 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
+
+import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -35,6 +38,59 @@ def fields(i: int, project: str) -> dict:
 
 def candidates(n: int, project: str, offset: int = 0) -> list[gates.Candidate]:
     return [gates.validate(**fields(i, project)) for i in range(offset, offset + n)]
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """A local process's CPU time (user + system) from /proc; None where there is none (macOS, a remote server)."""
+    try:
+        fields_after_name = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields_after_name[11]) + int(fields_after_name[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu_seconds(mem) -> float | None:
+    """The CPU time of the server's client backends (this benchmark's connections), from /proc; None where a backend's
+    cannot be read (macOS, a remote server)."""
+    with mem.connection() as conn:
+        backends = [row[0] for row in conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND datname = current_database()")]
+    seconds = [cpu_seconds(pid) for pid in backends]
+    return None if None in seconds else sum(s for s in seconds if s is not None)
+
+
+def remember_split(mem, project: str, n: int) -> dict[str, float | None]:
+    """One writer's remember() calls/s with the microseconds of CPU a call costs this process and the server's
+    backends: what is left of a call's wall time is waiting, on the commit's WAL flush above all (remember_1_unflushed
+    measures the calls without it)."""
+    server_before, client_before = server_cpu_seconds(mem), time.process_time()
+    rate = remember_rate(mem, project, n, 1)
+    client, server_after = time.process_time() - client_before, server_cpu_seconds(mem)
+    read = server_before is not None and server_after is not None
+    return {"rate": rate, "client_cpu_us": client / n * 1e6,
+            "server_cpu_us": (server_after - server_before) / n * 1e6 if read else None}
+
+
+@contextmanager
+def commits_unflushed(mem):
+    """The scratch server's commits acknowledged before their WAL reaches the disk (synchronous_commit off), for one
+    diagnostic run: what a durable call waits on the disk for, never a mode the store runs in."""
+    def set_commit(statement: str, expected: str) -> None:
+        with psycopg.connect(mem.url, autocommit=True) as admin:
+            admin.execute(statement)
+            admin.execute("SELECT pg_reload_conf()")
+        for _ in range(50):  # a backend reads the reloaded file before its next command
+            with mem.connection() as conn:
+                if conn.execute("SHOW synchronous_commit").fetchone()[0] == expected:
+                    return
+            time.sleep(0.02)
+        raise RuntimeError(f"synchronous_commit did not become {expected}")
+
+    set_commit("ALTER SYSTEM SET synchronous_commit = off", "off")
+    try:
+        yield
+    finally:
+        set_commit("ALTER SYSTEM RESET synchronous_commit", "on")
 
 
 def remember_rate(mem, project: str, n: int, writers: int) -> float:
@@ -111,6 +167,17 @@ def durable_commit_rate(mem, n: int) -> float:
     return n / seconds
 
 
+def remember_us(medians: dict[str, float], split: dict[str, list[float]]) -> dict[str, float | None]:
+    """A one-writer call's microseconds: wall, the CPU of this process and of the server's backend (medians; None
+    where the backend's CPU cannot be read), what is left (waiting), and what the commit's flush adds to a call."""
+    wall = 1e6 / medians["remember_1"]
+    client = round(median(split["client_cpu_us"]), 1) if split["client_cpu_us"] else None
+    server = round(median(split["server_cpu_us"]), 1) if split["server_cpu_us"] else None
+    return {"wall": round(wall, 1), "client_cpu": client, "server_cpu": server,
+            "waiting": None if None in (client, server) else round(wall - client - server, 1),
+            "flush_wait": round(wall - 1e6 / medians["remember_1_unflushed"], 1)}
+
+
 def gate_cpu_us(n: int) -> dict[str, float]:
     """CPU microseconds per candidate of the gates, of has_secret and of naming every detector (secret_kinds, what
     has_secret did before its screens): a busy machine stretches wall time, not these."""
@@ -135,12 +202,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     cores = os.cpu_count() or 1
-    runs: dict[str, list[float]] = {"remember_1": [], "remember_8": [], "remember_many": [],
+    runs: dict[str, list[float]] = {"remember_1": [], "remember_1_unflushed": [], "remember_8": [], "remember_many": [],
                                     "remember_many_parallel": [], "import": [], "copy": [], "durable_commit": []}
     load = {"before": [round(x, 2) for x in os.getloadavg()]}
     with scratch_memory() as mem:
+        split: dict[str, list[float]] = {"client_cpu_us": [], "server_cpu_us": []}
         for r in range(args.repeats):
-            runs["remember_1"].append(remember_rate(mem, f"r1-{r}", args.remember, 1))
+            for unflushed in (False, True) if r % 2 == 0 else (True, False):  # alternating: neither always second
+                if unflushed:
+                    with commits_unflushed(mem):
+                        runs["remember_1_unflushed"].append(remember_rate(mem, f"r1u-{r}", args.remember, 1))
+                else:
+                    measured = remember_split(mem, f"r1-{r}", args.remember)
+                    runs["remember_1"].append(measured.pop("rate"))
+                    for name, value in measured.items():
+                        if value is not None:
+                            split[name].append(value)
             runs["remember_8"].append(remember_rate(mem, f"r8-{r}", args.remember, 8))
             runs["remember_many"].append(remember_many_rate(mem, f"rm-{r}", args.import_size, 1))
             runs["remember_many_parallel"].append(remember_many_rate(mem, f"rp-{r}", args.import_size, cores))
@@ -155,19 +232,23 @@ def main(argv: list[str] | None = None) -> None:
         "ratios": {
             "import_vs_raw_copy": round(medians["import"] / medians["copy"], 3),
             "remember_1_vs_durable_commit": round(medians["remember_1"] / medians["durable_commit"], 3),
+            "remember_1_vs_unflushed": round(medians["remember_1"] / medians["remember_1_unflushed"], 3),
             "remember_8_vs_1_writers": round(medians["remember_8"] / medians["remember_1"], 3),
             "remember_many_parallel_vs_one_process": round(medians["remember_many_parallel"]
                                                            / medians["remember_many"], 3),
         },
+        "remember_1_us_per_call": remember_us(medians, split),
         "gate_cpu_us_per_candidate": gate_cpu_us(min(500, args.import_size)),
         "load_average": load,
         "sizes": {"remember": args.remember, "import": args.import_size, "repeats": args.repeats,
                   "batch": V.IMPORT_BATCH, "gate_workers": cores},
-        "note": "remember: the public API, one writer (a loop in the bench's thread) or 8 threads; remember_many: "
+        "note": "remember: the public API, one writer (a loop in the bench's thread) or 8 threads; "
+                "remember_1_unflushed: the one writer with the server's synchronous_commit off (a diagnostic: the "
+                "commit's WAL flush not awaited); remember_1_us_per_call: the one writer's call split into this "
+                "process's CPU, the server backend's and the rest (waiting: the flush, wake-ups); remember_many: "
                 "batches of IMPORT_BATCH, gates in this process or in one process per core; import: the CLI command "
                 "in this process, lines/s (connect, read, validate, parallel gates, COPY, fold); copy: raw COPY of "
-                "the same rows; "
-                "durable_commit: one-row INSERT + COMMIT per write, the floor of one writer's acknowledged writes",
+                "the same rows; durable_commit: one-row INSERT + COMMIT per write, back to back",
     })
 
 

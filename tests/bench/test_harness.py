@@ -133,5 +133,9 @@ def test_the_smoke_size_runs_every_part_and_writes_its_json_and_the_summary(tmp_
         assert "## Side by side" in summary and "| mem0 |" in summary
     else:
         assert peer["skipped"] == peer_mem0.SKIP_NO_PEER and peer_mem0.SKIP_NO_PEER in summary
+    ingest = json.loads((tmp_path / "ingest.json").read_text())
+    split = ingest["remember_1_us_per_call"]  # a call's wall, CPU on each side, and what the commit's flush adds
+    assert set(split) == {"wall", "client_cpu", "server_cpu", "waiting", "flush_wait"} and split["client_cpu"] > 0
+    assert ingest["units_per_second_median"]["remember_1_unflushed"] > 0
     graph = json.loads((tmp_path / "graph.json").read_text())
     assert graph["captured"] == 100 and graph["runs"] >= 6 and graph["ratio_wall_vs_asset_times"] > 0
