@@ -154,7 +154,7 @@ GOALS = (
          "waiting, and remember_1_unflushed is the same calls with synchronous_commit off (a diagnostic, never an "
          "acknowledged write): on a 2-vCPU Xeon ~0.4 + ~0.7 ms of CPU and ~0.5 ms waiting, mostly the commit's WAL "
          "flush (1.19 against 1.68 ms a call), dearer after a call's CPU than back to back as durable_commit "
-         "measures it (an idle disk, halted vCPUs; docs/scaling.md item 25). Since 84df565 the write is its "
+         "measures it (docs/scaling.md item 25). Since 84df565 the write is its "
          "connection's check (item 2), since 12ee84d the gates skip detectors whose literals a text lacks (item 21), "
          "since sql/034 the entries and tsv functions are compiled once per session (item 24: 1.12x); the CHECK "
          "constraints, all dropped, made no difference (item 24). Next: a call's CPU halved (the executor set-up of "
@@ -170,8 +170,9 @@ GOALS = (
          "(0.1-0.26 s of a 10,000-line import as the store grows, its 30,000-row sample ~45 ms of it; items 11-12). "
          "A 10,000-line import's CPU on a 2-vCPU Xeon: this process ~0.9 s, the gate processes ~1 s, the server "
          "~1.9 s in ~2.4 s, so the fold runs ~1.7x slower than alone beside the rest; small first batches, niced or "
-         "fewer gate processes all measured slower (docs/scaling.md item 25). Next: less CPU per row anywhere (the "
-         "fold's per-row work, fewer index entries per row; the ANALYZE's content_hash under COLLATE \"C\")"),
+         "fewer gate processes measured no better (docs/scaling.md item 25). Next: less CPU per row anywhere (the "
+         "fold's per-row work, fewer index entries per row; a migration putting every content_hash column under "
+         "COLLATE \"C\", ~43 ms of the final ANALYZE)"),
     Goal("embedding stage / raw encode()", "embed", ("ratio_stage_vs_raw_encode",), 0.9, False, X,
          "the writes already overlap the encoding (one batch in flight) and the figure follows an untimed warm-up "
          "with the order alternating; what is left is the server's HNSW inserts on the same two cores as the "

@@ -14,18 +14,18 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-import psycopg
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from click.testing import CliRunner
 
+import memory_assets
 from bench.common import median, scratch_memory, timed, write_result
 from memory_assets import gates
 from memory_assets import vocabulary as V
 from memory_assets.cli import main as cli
 from memory_assets.ledger import capture
 
+REMEMBER_WARM_UP = 20  # untimed calls on a new writer's connection first (its statements prepared, its canon read)
 TOPICS = ["staging", "build", "deploy", "cache", "queue", "index", "proxy", "backup", "vpn", "linker"]
 
 
@@ -40,57 +40,53 @@ def candidates(n: int, project: str, offset: int = 0) -> list[gates.Candidate]:
     return [gates.validate(**fields(i, project)) for i in range(offset, offset + n)]
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """A local process's CPU time (user + system) from /proc; None where there is none (macOS, a remote server)."""
+def backend_cpu_ns(conn) -> int | None:
+    """CPU time so far, in ns, of the server backend behind a connection, read from /proc where that backend is a
+    process of this machine (its working directory the server's data directory); None elsewhere (a remote or
+    containerised server, no /proc)."""
+    pid, data_directory = conn.execute("SELECT pg_backend_pid(), current_setting('data_directory')").fetchone()
     try:
-        fields_after_name = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
+        if os.readlink(f"/proc/{pid}/cwd") != data_directory:
+            return None
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+    except OSError:  # another machine's pid, no /proc, or not this user's process
         return None
-    return (int(fields_after_name[11]) + int(fields_after_name[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def server_cpu_seconds(mem) -> float | None:
-    """The CPU time of the server's client backends (this benchmark's connections), from /proc; None where a backend's
-    cannot be read (macOS, a remote server)."""
-    with mem.connection() as conn:
-        backends = [row[0] for row in conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND datname = current_database()")]
-    seconds = [cpu_seconds(pid) for pid in backends]
-    return None if None in seconds else sum(s for s in seconds if s is not None)
-
-
-def remember_split(mem, project: str, n: int) -> dict[str, float | None]:
-    """One writer's remember() calls/s with the microseconds of CPU a call costs this process and the server's
-    backends: what is left of a call's wall time is waiting, on the commit's WAL flush above all (remember_1_unflushed
-    measures the calls without it)."""
-    server_before, client_before = server_cpu_seconds(mem), time.process_time()
-    rate = remember_rate(mem, project, n, 1)
-    client, server_after = time.process_time() - client_before, server_cpu_seconds(mem)
-    read = server_before is not None and server_after is not None
-    return {"rate": rate, "client_cpu_us": client / n * 1e6,
-            "server_cpu_us": (server_after - server_before) / n * 1e6 if read else None}
 
 
 @contextmanager
-def commits_unflushed(mem):
-    """The scratch server's commits acknowledged before their WAL reaches the disk (synchronous_commit off), for one
-    diagnostic run: what a durable call waits on the disk for, never a mode the store runs in."""
-    def set_commit(statement: str, expected: str) -> None:
-        with psycopg.connect(mem.url, autocommit=True) as admin:
-            admin.execute(statement)
-            admin.execute("SELECT pg_reload_conf()")
-        for _ in range(50):  # a backend reads the reloaded file before its next command
-            with mem.connection() as conn:
-                if conn.execute("SHOW synchronous_commit").fetchone()[0] == expected:
-                    return
-            time.sleep(0.02)
-        raise RuntimeError(f"synchronous_commit did not become {expected}")
-
-    set_commit("ALTER SYSTEM SET synchronous_commit = off", "off")
+def lone_writer(mem, *, unflushed: bool):
+    """The store through a one-connection pool, so one writer's every call runs on one known backend; unflushed, that
+    session's commits are acknowledged before their WAL reaches the disk (synchronous_commit off for it alone: a
+    diagnostic of what a durable call waits for, never how the store runs)."""
+    writer = memory_assets.connect(mem.url, pool_size=1)
     try:
-        yield
+        with writer.connection() as conn:
+            if unflushed:
+                conn.execute("SET synchronous_commit = off")
+        yield writer
+        with writer.connection() as conn:  # the pool kept its one connection, and the session its setting
+            setting = conn.execute("SHOW synchronous_commit").fetchone()[0]
+        if unflushed and setting != "off":
+            raise RuntimeError("the unflushed writer's connection was replaced during the run")
     finally:
-        set_commit("ALTER SYSTEM RESET synchronous_commit", "on")
+        writer.close()
+
+
+def remember_split(mem, project: str, n: int, *, unflushed: bool = False) -> dict[str, float | None]:
+    """One writer's remember() calls/s after an untimed warm-up, with the microseconds a call spends on this
+    process's CPU, the server backend's CPU (None where it cannot be read) and neither (waiting)."""
+    with lone_writer(mem, unflushed=unflushed) as writer:
+        remember_rate(writer, f"{project}-warm", REMEMBER_WARM_UP, 1)
+        with writer.connection() as conn:
+            server_before = backend_cpu_ns(conn)
+        client_before = time.process_time()
+        rate = remember_rate(writer, project, n, 1)
+        client_us = (time.process_time() - client_before) / n * 1e6
+        with writer.connection() as conn:
+            server_after = backend_cpu_ns(conn)
+    server_us = None if server_before is None or server_after is None else (server_after - server_before) / n / 1e3
+    return {"rate": rate, "client_cpu": client_us, "server_cpu": server_us,
+            "waiting": None if server_us is None else 1e6 / rate - client_us - server_us}
 
 
 def remember_rate(mem, project: str, n: int, writers: int) -> float:
@@ -168,14 +164,12 @@ def durable_commit_rate(mem, n: int) -> float:
 
 
 def remember_us(medians: dict[str, float], split: dict[str, list[float]]) -> dict[str, float | None]:
-    """A one-writer call's microseconds: wall, the CPU of this process and of the server's backend (medians; None
-    where the backend's CPU cannot be read), what is left (waiting), and what the commit's flush adds to a call."""
+    """A lone writer's call in microseconds (medians over the repeats): wall, this process's CPU, the server
+    backend's and the rest (waiting; None where the backend's CPU cannot be read), and what the commit's WAL flush
+    adds to the wall (against the unflushed calls)."""
     wall = 1e6 / medians["remember_1"]
-    client = round(median(split["client_cpu_us"]), 1) if split["client_cpu_us"] else None
-    server = round(median(split["server_cpu_us"]), 1) if split["server_cpu_us"] else None
-    return {"wall": round(wall, 1), "client_cpu": client, "server_cpu": server,
-            "waiting": None if None in (client, server) else round(wall - client - server, 1),
-            "flush_wait": round(wall - 1e6 / medians["remember_1_unflushed"], 1)}
+    parts = {name: round(median(values), 1) if values else None for name, values in split.items()}
+    return {"wall": round(wall, 1), **parts, "flush_wait": round(wall - 1e6 / medians["remember_1_unflushed"], 1)}
 
 
 def gate_cpu_us(n: int) -> dict[str, float]:
@@ -206,18 +200,14 @@ def main(argv: list[str] | None = None) -> None:
                                     "remember_many_parallel": [], "import": [], "copy": [], "durable_commit": []}
     load = {"before": [round(x, 2) for x in os.getloadavg()]}
     with scratch_memory() as mem:
-        split: dict[str, list[float]] = {"client_cpu_us": [], "server_cpu_us": []}
+        split: dict[str, list[float]] = {"client_cpu": [], "server_cpu": [], "waiting": []}
         for r in range(args.repeats):
             for unflushed in (False, True) if r % 2 == 0 else (True, False):  # alternating: neither always second
-                if unflushed:
-                    with commits_unflushed(mem):
-                        runs["remember_1_unflushed"].append(remember_rate(mem, f"r1u-{r}", args.remember, 1))
-                else:
-                    measured = remember_split(mem, f"r1-{r}", args.remember)
-                    runs["remember_1"].append(measured.pop("rate"))
-                    for name, value in measured.items():
-                        if value is not None:
-                            split[name].append(value)
+                measured = remember_split(mem, f"r1-{r}-{unflushed}", args.remember, unflushed=unflushed)
+                runs["remember_1_unflushed" if unflushed else "remember_1"].append(measured.pop("rate"))
+                for name, value in measured.items():
+                    if value is not None and not unflushed:
+                        split[name].append(value)
             runs["remember_8"].append(remember_rate(mem, f"r8-{r}", args.remember, 8))
             runs["remember_many"].append(remember_many_rate(mem, f"rm-{r}", args.import_size, 1))
             runs["remember_many_parallel"].append(remember_many_rate(mem, f"rp-{r}", args.import_size, cores))
@@ -243,9 +233,9 @@ def main(argv: list[str] | None = None) -> None:
         "sizes": {"remember": args.remember, "import": args.import_size, "repeats": args.repeats,
                   "batch": V.IMPORT_BATCH, "gate_workers": cores},
         "note": "remember: the public API, one writer (a loop in the bench's thread) or 8 threads; "
-                "remember_1_unflushed: the one writer with the server's synchronous_commit off (a diagnostic: the "
+                "remember_1_unflushed: the one writer with its session's synchronous_commit off (a diagnostic: the "
                 "commit's WAL flush not awaited); remember_1_us_per_call: the one writer's call split into this "
-                "process's CPU, the server backend's and the rest (waiting: the flush, wake-ups); remember_many: "
+                "process's CPU, the server backend's and the rest (waiting); remember_many: "
                 "batches of IMPORT_BATCH, gates in this process or in one process per core; import: the CLI command "
                 "in this process, lines/s (connect, read, validate, parallel gates, COPY, fold); copy: raw COPY of "
                 "the same rows; durable_commit: one-row INSERT + COMMIT per write, back to back",
