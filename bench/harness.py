@@ -152,9 +152,9 @@ GOALS = (
     Goal("remember(), one writer", "ingest", ("units_per_second_median", "remember_1"), 1000, False, " units/s",
          "ingest.json's remember_1_us_per_call splits a call into this process's CPU, the server backend's and "
          "waiting, and remember_1_unflushed is the same calls with synchronous_commit off (a diagnostic, never an "
-         "acknowledged write): on a 2-vCPU Xeon ~0.4 + ~0.7 ms of CPU and ~0.5 ms waiting, mostly the commit's WAL "
-         "flush (1.19 against 1.68 ms a call), dearer after a call's CPU than back to back as durable_commit "
-         "measures it (docs/scaling.md item 25). Since 84df565 the write is its "
+         "acknowledged write): on a 2-vCPU Xeon ~0.4 + ~0.7 ms of CPU and 0.4-0.75 ms waiting, mostly the commit's "
+         "WAL flush (0.25-0.75 ms by the hour; 952/s unflushed at 570b53d), dearer after a call's CPU than back "
+         "to back as durable_commit measures it (docs/scaling.md item 25). Since 84df565 the write is its "
          "connection's check (item 2), since 12ee84d the gates skip detectors whose literals a text lacks (item 21), "
          "since sql/034 the entries and tsv functions are compiled once per session (item 24: 1.12x); the CHECK "
          "constraints, all dropped, made no difference (item 24). Next: a call's CPU halved (the executor set-up of "
