@@ -194,6 +194,16 @@ class Memory:
         with self.connection() as conn:
             return database.refresh_statistics(conn, V.UNITS_TABLE, written)
 
+    def analyse_statistics(self, written: int = 0) -> bool:
+        """The ANALYZE of refresh_statistics alone: the import runs it beside its last fold."""
+        with self.connection() as conn:
+            return database.analyse_if_stale(conn, V.UNITS_TABLE, written)
+
+    def merge_full_text_pending(self) -> None:
+        """Merge the full-text index's pending entries: the import does so after its last fold."""
+        with self.connection() as conn:
+            database.merge_gin_pending(conn, V.UNITS_TABLE)
+
     def recall(self, project: str, query: str, k: int = V.RECALL_DEFAULT_K, as_of: datetime | None = None,
                kinds: list[str] | None = None, types: list[str] | None = None, paths: list[str] | None = None,
                actor: authz.Actor | None = None, legs: str = "hybrid", *, prf: bool | None = None,

@@ -536,6 +536,14 @@ def refresh_statistics(conn: psycopg.Connection[Any], table: str, written: int =
     once, another's by the `written` rows it says it wrote) and merge its GIN indexes' pending entries, so the next
     request is not planned on the old statistics, nor priced off its full-text index, until the daemon's next round;
     True when it analysed, False when not needed or the table was busy."""
+    stale = analyse_if_stale(conn, table, written)
+    if stale:  # after the ANALYZE has committed: a merge that waits too long must not undo it
+        merge_gin_pending(conn, table)
+    return stale
+
+
+def analyse_if_stale(conn: psycopg.Connection[Any], table: str, written: int = 0) -> bool:
+    """The ANALYZE of refresh_statistics alone (the import runs it beside its last fold, which merges after it)."""
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise RuntimeError("refresh_statistics runs in its own transaction: call it outside any other")
     conn.execute(query("database/flush_statistics"))  # this backend's own writes counted before the check
@@ -548,11 +556,15 @@ def refresh_statistics(conn: psycopg.Connection[Any], table: str, written: int =
     except psycopg.errors.LockNotAvailable:
         log.info("statistics of %s left to autovacuum: the table is being vacuumed or analysed", table)
         return False
-    if stale:  # after the ANALYZE has committed: a merge that waits too long must not undo it
-        try:
-            with conn.transaction():
-                bound_lock_wait(conn, V.ANALYZE_LOCK_TIMEOUT_MS)
-                conn.execute(query("database/merge_gin_pending"), {"table": table})
-        except psycopg.errors.LockNotAvailable:
-            log.info("the GIN pending entries of %s left to autovacuum: another merge holds them", table)
     return bool(stale)
+
+
+def merge_gin_pending(conn: psycopg.Connection[Any], table: str) -> None:
+    """Merge a table's GIN pending entries in a transaction of its own, waiting at most the ANALYZE's lock timeout
+    for another merge."""
+    try:
+        with conn.transaction():
+            bound_lock_wait(conn, V.ANALYZE_LOCK_TIMEOUT_MS)
+            conn.execute(query("database/merge_gin_pending"), {"table": table})
+    except psycopg.errors.LockNotAvailable:
+        log.info("the GIN pending entries of %s left to autovacuum: another merge holds them", table)

@@ -94,6 +94,13 @@ def units_counted(conn: Any) -> float:
     return counted
 
 
+def units_analysed(conn: Any) -> int:
+    """How many times an ANALYZE has run on memory_units (autovacuum's own runs counted apart)."""
+    count: int = conn.execute("SELECT analyze_count FROM pg_stat_user_tables WHERE relname = 'memory_units'"
+                              ).fetchone()[0]
+    return count
+
+
 def service_facts(n: int, offset: int = 0) -> list[Any]:
     """n distinct valid candidates for one project, to grow memory_units by a known number of rows."""
     return [gates.validate(project="acme", kind="env", type="semantic", title=f"Service {i} port",

@@ -500,6 +500,22 @@ def test_a_refresh_merges_the_full_text_indexs_pending_entries(analysed_by_refre
     assert conn.execute(pending).fetchone()[0] > 0  # the write's own entries, pending until merged
 
 
+def test_the_analyse_and_the_merge_of_a_refresh_run_alone_as_the_import_runs_them(analysed_by_refreshes_only):
+    """The import analyses beside its last batch's fold and merges the pending entries after that fold: the ANALYZE
+    alone merges nothing, the merge alone analyses nothing, and the refresh after them (under the threshold) neither."""
+    conn = analysed_by_refreshes_only
+    merged = "SELECT gin_clean_pending_list('memory_units_entries')"  # how many pages it merged, then none pending
+    capture.remember_many(conn, service_facts(300))
+    assert database.analyse_if_stale(conn, V.UNITS_TABLE) and units_counted(conn) == 300
+    capture.remember_many(conn, service_facts(20, offset=300))  # the last write: under 50 + 10% of 300
+    assert not database.refresh_statistics(conn, V.UNITS_TABLE, written=20)
+    assert conn.execute(merged).fetchone()[0] > 0  # the first write's entries were still pending
+    capture.remember_many(conn, service_facts(100, offset=320))
+    database.merge_gin_pending(conn, V.UNITS_TABLE)
+    assert conn.execute(merged).fetchone()[0] == 0 and units_counted(conn) == 300
+    assert database.refresh_statistics(conn, V.UNITS_TABLE, written=100) and units_counted(conn) == 420
+
+
 PAYLOAD_COLUMNS = ("title", "body", "keywords", "created_by", "updated_by", "updated_at")
 PLANNED_BY = ("project", "number", "kind", "type", "status", "content_hash", "valid_from", "private_to", "tsv")
 

@@ -92,6 +92,7 @@ class _Import:
         self.pending: Future[None] | None = None
         self.folding: Future[tuple[int, dict[str, str]]] | None = None  # the writer's, then close()'s once done
         self.folding_keys: set[str] = set()  # the keys of the batch being folded (the writer's)
+        self.merging: Future[None] | None = None
         self.replayed: set[str] = set()  # keys an earlier stopped run captured and this one folds (the writer's)
 
     def add(self, number: int, candidate: gates.Candidate) -> None:
@@ -123,9 +124,17 @@ class _Import:
             self.flush()
             self.wait()
             self.folded()
+            if self.merging is not None:
+                self.merging.result()
         finally:
             self.writer.shutdown()
             self.folder.shutdown()
+
+    def merge_after_folds(self) -> None:
+        """Once the last batch is folded, merge the full-text index's pending entries on the folder's thread, so the
+        merge runs beside the statistics' refresh instead of after it."""
+        if self.fold_now:
+            self.merging = self.folder.submit(self.mem.merge_full_text_pending)
 
     def write(self, batch: list[tuple[int, gates.Candidate]], gating: Gating) -> None:
         """Capture a gated batch through the bulk write path (should the database refuse it, its candidates one by
@@ -233,9 +242,14 @@ def import_(ctx: click.Context, file: str, project: str | None, no_fold: bool, a
                     run.errors.append(f"line {number}: {error}")
                 else:
                     run.add(number, candidate)
+            run.flush()
+            run.wait()  # the last batch captured and folding: a core is idle until the command ends
+            run.merge_after_folds()
+            before_last = run.totals["inserted"]
+            analysed = mem.analyse_statistics(before_last)  # the batches before, beside the last one's fold
         finally:
             run.close()
-        mem.refresh_statistics(run.totals["inserted"])
+        mem.refresh_statistics(run.totals["inserted"] - (before_last if analysed else 0))  # should it alone pass
     errors = sorted(run.errors, key=lambda e: int(e.split(":")[0].split()[1]))
     totals = {**run.totals, "errors": errors}
     emit(totals, as_json, f"imported {totals['captured']} of {totals['lines']} lines "

@@ -333,6 +333,7 @@ def fold_captured(conn: psycopg.Connection[Any], keys: list[str]) -> dict[str, A
     if not keys:  # nothing to fold (insert_staged.sql says why an empty list must not reach a statement)
         return {"inserted": 0, "refused": {}}
     refused = fold_dropping_refused(conn, keys=keys)["refused"]
+    conn.execute(query("database/flush_statistics"))  # counted before the import's ANALYZE, never after it
     inserted = one(conn.execute(query("ledger/captured_new_units"), {"keys": keys}))[0]
     return {"inserted": inserted, "refused": refused}
 

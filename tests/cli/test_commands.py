@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from memory_assets import vocabulary as V
 from memory_assets.cli import main
-from tests.cases import units_counted
+from tests.cases import units_analysed, units_counted
 
 GOOD = {"project": "acme", "kind": "env", "type": "semantic", "title": "Staging needs TLS",
         "body": "Staging PostgreSQL requires sslmode=require because the proxy refuses plain TCP."}
@@ -308,8 +308,9 @@ def test_remember_refuses_control_characters_and_bad_ids(clean):
 
 def test_import_streams_batches_and_reports_bad_lines_across_them(clean, tmp_path, conn):
     """More lines than one batch: each batch gated in worker processes while the next is read; bad lines and a
-    rejected secret in different batches are reported by number, everything else imports, and the planner's
-    statistics count what it imported before the next recall."""
+    rejected secret in different batches are reported by number, everything else imports, and before the next
+    recall the planner's statistics count what it imported but for at most its last batch (analysed beside that
+    batch's fold, which alone stays under autovacuum's threshold) and the full-text index has nothing pending."""
     lines = [json.dumps({**GOOD, "title": f"Fact {i}", "body": f"Service {i} needs {i % 7 + 1} GiB because of batch "
                                                               f"{i}.", "task_id": f"T-{i}"})
              for i in range(1, 2 * V.IMPORT_BATCH + 101)]
@@ -319,6 +320,7 @@ def test_import_streams_batches_and_reports_bad_lines_across_them(clean, tmp_pat
     lines[-1] = json.dumps({**GOOD, "kind": "opinion"})
     path = tmp_path / "units.jsonl"
     path.write_text("\n".join(lines) + "\n")
+    analyses = units_analysed(conn)
     result = run("import", str(path), "--json")
     assert result.exit_code == 2
     summary = json.loads(result.stdout)
@@ -326,7 +328,23 @@ def test_import_streams_batches_and_reports_bad_lines_across_them(clean, tmp_pat
         "line 5", f"line {V.IMPORT_BATCH + 500}", f"line {len(lines)}"]
     assert summary["rejected"] == {V.REASON_SECRET: 1}
     assert summary["captured"] == summary["inserted"] == len(lines) - 4
-    assert units_counted(conn) == summary["inserted"]
+    last_batch = len(lines) - 2 * V.IMPORT_BATCH - 1  # its last line is bad
+    assert summary["inserted"] - last_batch <= units_counted(conn) <= summary["inserted"]
+    assert units_analysed(conn) == analyses + 1  # beside the last fold only
+    assert conn.execute("SELECT gin_clean_pending_list('memory_units_entries')").fetchone()[0] == 0
+
+
+def test_an_imports_last_batch_past_the_threshold_alone_is_analysed_after_its_fold(clean, tmp_path, conn):
+    """The statistics refreshed beside the last batch's fold miss that batch: where it alone passes autovacuum's
+    threshold (here half the store) they are refreshed again after it, so they count every unit imported."""
+    path = tmp_path / "units.jsonl"
+    path.write_text("".join(json.dumps({**GOOD, "title": f"Fact {i}", "body": f"Service {i} needs {i % 7 + 1} GiB.",
+                                        "task_id": f"T-{i}"}) + "\n" for i in range(2 * V.IMPORT_BATCH)))
+    analyses = units_analysed(conn)
+    result = run("import", str(path), "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["inserted"] == 2 * V.IMPORT_BATCH
+    assert units_counted(conn) == 2 * V.IMPORT_BATCH and units_analysed(conn) == analyses + 2
+    assert conn.execute("SELECT gin_clean_pending_list('memory_units_entries')").fetchone()[0] == 0
 
 
 def test_import_gates_the_next_batch_while_the_last_one_is_written(clean, tmp_path, monkeypatch):
