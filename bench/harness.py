@@ -157,9 +157,10 @@ GOALS = (
          "to back as durable_commit measures it (docs/scaling.md item 25). Since 84df565 the write is its "
          "connection's check (item 2), since 12ee84d the gates skip detectors whose literals a text lacks (item 21), "
          "since sql/034 the entries and tsv functions are compiled once per session (item 24: 1.12x); the CHECK "
-         "constraints, all dropped, made no difference (item 24). Next: a call's CPU halved (the executor set-up of "
-         "the function's ~12 statements, the unit's own insert with its index entries, the client's ~0.4 ms); past "
-         "the flush only batching (remember_many), never an unflushed acknowledgement"),
+         "constraints, all dropped, gave 1.00-1.09x and a whole-row function in their place 0.98x (items 24, "
+         "26). Next: a call's CPU halved (the executor set-up of the function's ~12 statements, the unit's own "
+         "insert with its index entries, the client's ~0.4 ms); past the flush only batching (remember_many), never "
+         "an unflushed acknowledgement"),
     Goal("CLI import (remember_many in batches, gated in parallel)", "ingest", ("units_per_second_median", "import"),
          5000, False, " lines/s",
          "the gates of the next batch run beside the capture of the one before and, since 069df16, its capture "
@@ -167,12 +168,13 @@ GOALS = (
          "item 1). The fold is the critical path: ~110 us a row alone, ~150 with the capture, the gates (~70 us a "
          "line) and the reading thread's validation (~30 us) beside it on two cores, and folds of one project "
          "serialise on its counter row (gap-free numbers). The command ends with the planner's statistics refreshed "
-         "(0.1-0.26 s of a 10,000-line import as the store grows, its 30,000-row sample ~45 ms of it; items 11-12). "
+         "(0.1-0.43 s of a 10,000-line import as the store grows; items 11-12), since 93edd2b beside the last "
+         "batch's fold, the pending full-text entries merged after that fold beside it (1.09-1.11x, item 26). "
          "A 10,000-line import's CPU on a 2-vCPU Xeon: this process ~0.9 s, the gate processes ~1 s, the server "
          "~1.9 s in ~2.4 s, so the fold runs ~1.7x slower than alone beside the rest; small first batches, niced or "
          "fewer gate processes measured no better (docs/scaling.md item 25). Next: less CPU per row anywhere (the "
-         "fold's per-row work, fewer index entries per row; a migration putting every content_hash column under "
-         "COLLATE \"C\", ~43 ms of the final ANALYZE)"),
+         "fold's per-row work, fewer index entries per row); content_hash under COLLATE \"C\" measured no faster "
+         "(item 26)"),
     Goal("embedding stage / raw encode()", "embed", ("ratio_stage_vs_raw_encode",), 0.9, False, X,
          "the writes already overlap the encoding (one batch in flight) and the figure follows an untimed warm-up "
          "with the order alternating; what is left is the server's HNSW inserts on the same two cores as the "
