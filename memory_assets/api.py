@@ -194,13 +194,20 @@ class Memory:
         with self.connection() as conn:
             return database.refresh_statistics(conn, V.UNITS_TABLE, written)
 
-    def analyse_statistics(self, written: int = 0) -> bool:
-        """The ANALYZE of refresh_statistics alone: the import runs it beside its last fold."""
+    def statistics_stale(self, written: int = 0) -> bool:
+        """Whether the units changed past autovacuum's threshold: the import asks before its last fold ends, to
+        refresh the statistics of the batches before it beside that fold."""
         with self.connection() as conn:
-            return database.analyse_if_stale(conn, V.UNITS_TABLE, written)
+            return database.statistics_stale(conn, V.UNITS_TABLE, written)
+
+    def analyse_statistics(self) -> bool:
+        """ANALYZE the units now (False when a VACUUM or ANALYZE held them): the import's refresh beside its fold."""
+        with self.connection() as conn:
+            return database.analyse(conn, V.UNITS_TABLE)
 
     def merge_full_text_pending(self) -> None:
-        """Merge the full-text index's pending entries: the import does so after its last fold."""
+        """Merge the full-text index's pending entries, which the planner prices into every scan of it: the import
+        does so after its last fold, beside its ANALYZE."""
         with self.connection() as conn:
             database.merge_gin_pending(conn, V.UNITS_TABLE)
 

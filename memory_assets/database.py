@@ -532,36 +532,40 @@ def session_lock_timeout(conn: psycopg.Connection[Any], milliseconds: int) -> It
 
 
 def refresh_statistics(conn: psycopg.Connection[Any], table: str, written: int = 0) -> bool:
-    """ANALYZE a table that bulk writes changed past autovacuum's own threshold (this connection's writes counted at
-    once, another's by the `written` rows it says it wrote) and merge its GIN indexes' pending entries, so the next
-    request is not planned on the old statistics, nor priced off its full-text index, until the daemon's next round;
-    True when it analysed, False when not needed or the table was busy."""
-    stale = analyse_if_stale(conn, table, written)
-    if stale:  # after the ANALYZE has committed: a merge that waits too long must not undo it
-        merge_gin_pending(conn, table)
-    return stale
+    """ANALYZE a table that bulk writes changed past autovacuum's own threshold and merge its GIN indexes' pending
+    entries, so the next request is not planned on the old statistics, nor priced off its full-text index, until the
+    daemon's next round; True when it analysed, False when not needed or the table was busy."""
+    if not statistics_stale(conn, table, written) or not analyse(conn, table):
+        return False
+    merge_gin_pending(conn, table)  # after the ANALYZE has committed: a merge that waits too long must not undo it
+    return True
 
 
-def analyse_if_stale(conn: psycopg.Connection[Any], table: str, written: int = 0) -> bool:
-    """The ANALYZE of refresh_statistics alone (the import runs it beside its last fold, which merges after it)."""
+def statistics_stale(conn: psycopg.Connection[Any], table: str, written: int = 0) -> bool:
+    """Whether writes changed a table past autovacuum's own analyze threshold since its last ANALYZE, this
+    connection's counted at once and another's by the `written` rows it says it wrote (its counters may come later)."""
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-        raise RuntimeError("refresh_statistics runs in its own transaction: call it outside any other")
+        raise RuntimeError("statistics are refreshed in transactions of their own: call it outside any other")
     conn.execute(query("database/flush_statistics"))  # this backend's own writes counted before the check
+    return bool(one(conn.execute(query("database/statistics_stale"), {"table": table, "written": written}))[0])
+
+
+def analyse(conn: psycopg.Connection[Any], table: str) -> bool:
+    """ANALYZE a table in a transaction of its own, waiting at most ANALYZE_LOCK_TIMEOUT_MS for a VACUUM or ANALYZE
+    already running on it (a waiter past deadlock_timeout would cancel autovacuum's run); False when it gave up."""
     try:
         with conn.transaction():
-            stale = one(conn.execute(query("database/statistics_stale"), {"table": table, "written": written}))[0]
-            if stale:
-                bound_lock_wait(conn, V.ANALYZE_LOCK_TIMEOUT_MS)
-                conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
+            bound_lock_wait(conn, V.ANALYZE_LOCK_TIMEOUT_MS)
+            conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
     except psycopg.errors.LockNotAvailable:
         log.info("statistics of %s left to autovacuum: the table is being vacuumed or analysed", table)
         return False
-    return bool(stale)
+    return True
 
 
 def merge_gin_pending(conn: psycopg.Connection[Any], table: str) -> None:
-    """Merge a table's GIN pending entries in a transaction of its own, waiting at most the ANALYZE's lock timeout
-    for another merge."""
+    """Merge a table's GIN pending entries in a transaction of its own, so a merge that waits too long for another
+    one (ANALYZE_LOCK_TIMEOUT_MS) undoes nothing else."""
     try:
         with conn.transaction():
             bound_lock_wait(conn, V.ANALYZE_LOCK_TIMEOUT_MS)

@@ -87,6 +87,17 @@ def conn(clean):
         yield connection
 
 
+@pytest.fixture
+def analysed_by_refreshes_only(conn):
+    """memory_units emptied and never analysed, with autovacuum off for it during the test (restored afterwards):
+    only the refreshes under test analyse it."""
+    conn.autocommit = True
+    conn.execute("ALTER TABLE memory_units SET (autovacuum_enabled = false)")
+    conn.execute("TRUNCATE memory_units CASCADE")
+    yield conn
+    conn.execute("ALTER TABLE memory_units RESET (autovacuum_enabled)")
+
+
 def all_stored_text(url: str, database: str | None = None) -> str:
     """Every text-like value of every table in the database, one per line: what a secret search must scan."""
     from memory_assets.database import with_database

@@ -455,17 +455,6 @@ def test_a_lone_caller_after_a_burst_keeps_the_connection_it_returned_last(clean
         pool.close()
 
 
-@pytest.fixture
-def analysed_by_refreshes_only(conn):
-    """memory_units emptied and never analysed, with autovacuum off for it during the test (restored afterwards):
-    only the refreshes under test analyse it."""
-    conn.autocommit = True
-    conn.execute("ALTER TABLE memory_units SET (autovacuum_enabled = false)")
-    conn.execute("TRUNCATE memory_units CASCADE")
-    yield conn
-    conn.execute("ALTER TABLE memory_units RESET (autovacuum_enabled)")
-
-
 def test_statistics_are_refreshed_once_writes_pass_autovacuums_threshold_and_not_for_a_few_rows(
         analysed_by_refreshes_only, clean):
     """A bulk write planned on the statistics of a table it has grown: refreshed at once past autovacuum's own
@@ -482,7 +471,7 @@ def test_statistics_are_refreshed_once_writes_pass_autovacuums_threshold_and_not
     with psycopg.connect(clean, autocommit=True) as other:  # another backend's counters may arrive late
         capture.remember_many(other, service_facts(71, offset=200))
     assert database.refresh_statistics(conn, V.UNITS_TABLE, written=71) and units_counted(conn) == 271
-    with conn.transaction(), pytest.raises(RuntimeError, match="its own transaction"):
+    with conn.transaction(), pytest.raises(RuntimeError, match="transactions of their own"):
         database.refresh_statistics(conn, V.UNITS_TABLE, written=1000)
 
 
@@ -500,13 +489,15 @@ def test_a_refresh_merges_the_full_text_indexs_pending_entries(analysed_by_refre
     assert conn.execute(pending).fetchone()[0] > 0  # the write's own entries, pending until merged
 
 
-def test_the_analyse_and_the_merge_of_a_refresh_run_alone_as_the_import_runs_them(analysed_by_refreshes_only):
-    """The import analyses beside its last batch's fold and merges the pending entries after that fold: the ANALYZE
-    alone merges nothing, the merge alone analyses nothing, and the refresh after them (under the threshold) neither."""
+def test_the_steps_of_a_refresh_run_alone_as_the_import_runs_them(analysed_by_refreshes_only):
+    """The import checks the statistics and analyses beside its last batch's fold, and merges the pending entries
+    after that fold: the ANALYZE alone merges nothing, the merge alone analyses nothing, and a refresh under the
+    threshold afterwards does neither."""
     conn = analysed_by_refreshes_only
     merged = "SELECT gin_clean_pending_list('memory_units_entries')"  # how many pages it merged, then none pending
     capture.remember_many(conn, service_facts(300))
-    assert database.analyse_if_stale(conn, V.UNITS_TABLE) and units_counted(conn) == 300
+    assert database.statistics_stale(conn, V.UNITS_TABLE) and database.analyse(conn, V.UNITS_TABLE)
+    assert units_counted(conn) == 300 and not database.statistics_stale(conn, V.UNITS_TABLE)
     capture.remember_many(conn, service_facts(20, offset=300))  # the last write: under 50 + 10% of 300
     assert not database.refresh_statistics(conn, V.UNITS_TABLE, written=20)
     assert conn.execute(merged).fetchone()[0] > 0  # the first write's entries were still pending

@@ -92,7 +92,7 @@ class _Import:
         self.pending: Future[None] | None = None
         self.folding: Future[tuple[int, dict[str, str]]] | None = None  # the writer's, then close()'s once done
         self.folding_keys: set[str] = set()  # the keys of the batch being folded (the writer's)
-        self.merging: Future[None] | None = None
+        self.merging: Future[None] | None = None  # queued behind the last fold (the main thread's)
         self.replayed: set[str] = set()  # keys an earlier stopped run captured and this one folds (the writer's)
 
     def add(self, number: int, candidate: gates.Candidate) -> None:
@@ -130,11 +130,16 @@ class _Import:
             self.writer.shutdown()
             self.folder.shutdown()
 
-    def merge_after_folds(self) -> None:
-        """Once the last batch is folded, merge the full-text index's pending entries on the folder's thread, so the
-        merge runs beside the statistics' refresh instead of after it."""
-        if self.fold_now:
-            self.merging = self.folder.submit(self.mem.merge_full_text_pending)
+    def refresh_beside_last_fold(self) -> int:
+        """While the last batch folds (the one step that leaves a core idle), ANALYZE the units where the batches
+        folded before it passed autovacuum's threshold, and merge the pending full-text entries after that fold,
+        beside the ANALYZE: the rows the ANALYZE counted (0 when it did not run), so the refresh after the fold
+        counts only the rest."""
+        before_last = self.totals["inserted"]  # the writer is idle: every fold but the one in flight counted
+        if self.folding is None or not before_last or not self.mem.statistics_stale(before_last):
+            return 0
+        self.merging = self.folder.submit(self.mem.merge_full_text_pending)
+        return before_last if self.mem.analyse_statistics() else 0
 
     def write(self, batch: list[tuple[int, gates.Candidate]], gating: Gating) -> None:
         """Capture a gated batch through the bulk write path (should the database refuse it, its candidates one by
@@ -243,13 +248,11 @@ def import_(ctx: click.Context, file: str, project: str | None, no_fold: bool, a
                 else:
                     run.add(number, candidate)
             run.flush()
-            run.wait()  # the last batch captured and folding: a core is idle until the command ends
-            run.merge_after_folds()
-            before_last = run.totals["inserted"]
-            analysed = mem.analyse_statistics(before_last)  # the batches before, beside the last one's fold
+            run.wait()  # the last batch captured: its fold is the only work left
+            counted = run.refresh_beside_last_fold()
         finally:
             run.close()
-        mem.refresh_statistics(run.totals["inserted"] - (before_last if analysed else 0))  # should it alone pass
+        mem.refresh_statistics(run.totals["inserted"] - counted)  # the rows it missed, should they pass the threshold
     errors = sorted(run.errors, key=lambda e: int(e.split(":")[0].split()[1]))
     totals = {**run.totals, "errors": errors}
     emit(totals, as_json, f"imported {totals['captured']} of {totals['lines']} lines "

@@ -8,8 +8,10 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
+from memory_assets import database, gates
 from memory_assets import vocabulary as V
 from memory_assets.cli import main
+from memory_assets.ledger import capture
 from tests.cases import units_analysed, units_counted
 
 GOOD = {"project": "acme", "kind": "env", "type": "semantic", "title": "Staging needs TLS",
@@ -306,11 +308,12 @@ def test_remember_refuses_control_characters_and_bad_ids(clean):
         assert result.exit_code == 2 and message in result.stderr, extra
 
 
-def test_import_streams_batches_and_reports_bad_lines_across_them(clean, tmp_path, conn):
+def test_import_streams_batches_and_reports_bad_lines_across_them(tmp_path, analysed_by_refreshes_only):
     """More lines than one batch: each batch gated in worker processes while the next is read; bad lines and a
     rejected secret in different batches are reported by number, everything else imports, and before the next
     recall the planner's statistics count what it imported but for at most its last batch (analysed beside that
     batch's fold, which alone stays under autovacuum's threshold) and the full-text index has nothing pending."""
+    conn = analysed_by_refreshes_only
     lines = [json.dumps({**GOOD, "title": f"Fact {i}", "body": f"Service {i} needs {i % 7 + 1} GiB because of batch "
                                                               f"{i}.", "task_id": f"T-{i}"})
              for i in range(1, 2 * V.IMPORT_BATCH + 101)]
@@ -328,15 +331,17 @@ def test_import_streams_batches_and_reports_bad_lines_across_them(clean, tmp_pat
         "line 5", f"line {V.IMPORT_BATCH + 500}", f"line {len(lines)}"]
     assert summary["rejected"] == {V.REASON_SECRET: 1}
     assert summary["captured"] == summary["inserted"] == len(lines) - 4
-    last_batch = len(lines) - 2 * V.IMPORT_BATCH - 1  # its last line is bad
+    last_batch = summary["inserted"] + 1 - 2 * V.IMPORT_BATCH  # batches of valid lines, the rejected secret among them
     assert summary["inserted"] - last_batch <= units_counted(conn) <= summary["inserted"]
     assert units_analysed(conn) == analyses + 1  # beside the last fold only
     assert conn.execute("SELECT gin_clean_pending_list('memory_units_entries')").fetchone()[0] == 0
 
 
-def test_an_imports_last_batch_past_the_threshold_alone_is_analysed_after_its_fold(clean, tmp_path, conn):
+def test_an_imports_last_batch_past_the_threshold_alone_is_analysed_after_its_fold(tmp_path,
+                                                                                  analysed_by_refreshes_only):
     """The statistics refreshed beside the last batch's fold miss that batch: where it alone passes autovacuum's
     threshold (here half the store) they are refreshed again after it, so they count every unit imported."""
+    conn = analysed_by_refreshes_only
     path = tmp_path / "units.jsonl"
     path.write_text("".join(json.dumps({**GOOD, "title": f"Fact {i}", "body": f"Service {i} needs {i % 7 + 1} GiB.",
                                         "task_id": f"T-{i}"}) + "\n" for i in range(2 * V.IMPORT_BATCH)))
@@ -345,6 +350,30 @@ def test_an_imports_last_batch_past_the_threshold_alone_is_analysed_after_its_fo
     assert result.exit_code == 0 and json.loads(result.stdout)["inserted"] == 2 * V.IMPORT_BATCH
     assert units_counted(conn) == 2 * V.IMPORT_BATCH and units_analysed(conn) == analyses + 2
     assert conn.execute("SELECT gin_clean_pending_list('memory_units_entries')").fetchone()[0] == 0
+
+
+def test_an_import_that_folds_nothing_refreshes_a_stale_store_as_before(tmp_path, analysed_by_refreshes_only):
+    """With no fold beside its end (only bad lines, or --no-fold) the import ends with the one refresh it always
+    had: a store under the threshold is left alone, its pending full-text entries too, and one that other writes
+    left past it is analysed and its pending entries merged."""
+    conn = analysed_by_refreshes_only
+    merged = "SELECT gin_clean_pending_list('memory_units_entries')"  # how many pages it merged, then none pending
+    facts = [gates.validate(**{**GOOD, "title": f"Fact {i}", "body": f"Service {i} needs 2 GiB."}, task_id=f"T-{i}")
+             for i in range(301)]
+    (tmp_path / "bad.jsonl").write_text("{not json\n")
+    capture.remember_many(conn, facts[:1])
+    analyses = units_analysed(conn)
+    assert run("import", str(tmp_path / "bad.jsonl")).exit_code == 2
+    assert units_analysed(conn) == analyses + 1 and units_counted(conn) == 1  # a store never analysed is stale
+    capture.remember_many(conn, facts[1:2])
+    assert not database.statistics_stale(conn, V.UNITS_TABLE)  # its counters flushed: under 50 + 10% of 1
+    assert run("import", str(tmp_path / "bad.jsonl")).exit_code == 2
+    assert units_analysed(conn) == analyses + 1 and conn.execute(merged).fetchone()[0] > 0  # left pending
+    capture.remember_many(conn, facts[2:])
+    assert database.statistics_stale(conn, V.UNITS_TABLE)  # another writer's 299 units: past it
+    assert run("import", str(tmp_path / "bad.jsonl"), "--no-fold").exit_code == 2
+    assert units_analysed(conn) == analyses + 2 and units_counted(conn) == 301
+    assert conn.execute(merged).fetchone()[0] == 0
 
 
 def test_import_gates_the_next_batch_while_the_last_one_is_written(clean, tmp_path, monkeypatch):

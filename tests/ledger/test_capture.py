@@ -661,6 +661,21 @@ def test_fold_captured_counts_the_new_units_of_its_rows_whichever_fold_took_them
     assert conn.execute("SELECT count(*) FROM memory_units").fetchone()[0] == 5
 
 
+def test_fold_captured_counts_its_new_units_for_another_connections_check_at_once(conn, clean):
+    """The import checks the statistics on another connection while its last batch folds: each fold's counters are
+    flushed as it ends (a backend otherwise sends them at most once a second), so no check misses a fold, and none
+    arrives after the ANALYZE to make the table look changed again."""
+    inserted = "SELECT n_tup_ins FROM pg_stat_user_tables WHERE relname = 'memory_units'"
+    batches = [[gates.validate(**{**FACT, "title": f"Relay vendor {b}-{i}"}, task_id=f"T-{b}-{i}") for i in range(20)]
+               for b in range(2)]
+    keys = [capture.remember_many(conn, batch, fold_now=False)["to_fold"] for batch in batches]
+    with psycopg.connect(clean, autocommit=True) as other:
+        before = other.execute(inserted).fetchone()[0]
+        assert capture.fold_captured(conn, keys[0])["inserted"] == 20
+        assert capture.fold_captured(conn, keys[1])["inserted"] == 20  # within a second of the first
+        assert other.execute(inserted).fetchone()[0] == before + 40
+
+
 def test_fold_captured_drops_a_row_the_database_refuses_and_folds_the_rest(conn, today):
     """Should a row pass validation and its unit be refused by the database, the batch's fold is undone, each row
     folded alone, and the refused one dropped from the inbox: left there, it would fail every fold of its day."""
