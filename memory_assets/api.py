@@ -205,11 +205,11 @@ class Memory:
         with self.connection() as conn:
             return database.analyse(conn, V.UNITS_TABLE)
 
-    def merge_full_text_pending(self) -> None:
-        """Merge the full-text index's pending entries, which the planner prices into every scan of it: the import
-        does so after its last fold, beside its ANALYZE."""
+    def merge_full_text_pending(self) -> bool:
+        """Merge the full-text index's pending entries, which the planner prices into every scan of it (False when
+        another merge held them): the import does so after its last fold, beside its ANALYZE."""
         with self.connection() as conn:
-            database.merge_gin_pending(conn, V.UNITS_TABLE)
+            return database.merge_gin_pending(conn, V.UNITS_TABLE)
 
     def recall(self, project: str, query: str, k: int = V.RECALL_DEFAULT_K, as_of: datetime | None = None,
                kinds: list[str] | None = None, types: list[str] | None = None, paths: list[str] | None = None,

@@ -544,31 +544,41 @@ def refresh_statistics(conn: psycopg.Connection[Any], table: str, written: int =
 def statistics_stale(conn: psycopg.Connection[Any], table: str, written: int = 0) -> bool:
     """Whether writes changed a table past autovacuum's own analyze threshold since its last ANALYZE, this
     connection's counted at once and another's by the `written` rows it says it wrote (its counters may come later)."""
-    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-        raise RuntimeError("statistics are refreshed in transactions of their own: call it outside any other")
+    outside_any_transaction(conn)
     conn.execute(query("database/flush_statistics"))  # this backend's own writes counted before the check
     return bool(one(conn.execute(query("database/statistics_stale"), {"table": table, "written": written}))[0])
 
 
 def analyse(conn: psycopg.Connection[Any], table: str) -> bool:
-    """ANALYZE a table in a transaction of its own, waiting at most ANALYZE_LOCK_TIMEOUT_MS for a VACUUM or ANALYZE
-    already running on it (a waiter past deadlock_timeout would cancel autovacuum's run); False when it gave up."""
+    """ANALYZE a table unless a VACUUM or ANALYZE already running on it holds it (False): the statistics' refresh."""
+    return maintained(conn, sql.SQL("ANALYZE {}").format(sql.Identifier(table)), None,
+                      f"statistics of {table} left to autovacuum: the table is being vacuumed or analysed")
+
+
+def merge_gin_pending(conn: psycopg.Connection[Any], table: str) -> bool:
+    """Merge a table's GIN pending entries unless another merge holds them (False): the planner prices the pending
+    list into every scan of the index."""
+    return maintained(conn, query("database/merge_gin_pending"), {"table": table},
+                      f"the GIN pending entries of {table} left to autovacuum: another merge holds them")
+
+
+def maintained(conn: psycopg.Connection[Any], statement: Any, params: dict[str, Any] | None, gave_up: str) -> bool:
+    """Run a maintenance statement in a transaction of its own, waiting at most ANALYZE_LOCK_TIMEOUT_MS for a lock
+    (under deadlock_timeout, past which a waiter would cancel autovacuum's run), so that giving up undoes nothing
+    else; False, logged, when it gave up."""
+    outside_any_transaction(conn)
     try:
         with conn.transaction():
             bound_lock_wait(conn, V.ANALYZE_LOCK_TIMEOUT_MS)
-            conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
+            conn.execute(statement, params)
     except psycopg.errors.LockNotAvailable:
-        log.info("statistics of %s left to autovacuum: the table is being vacuumed or analysed", table)
+        log.info("%s", gave_up)
         return False
     return True
 
 
-def merge_gin_pending(conn: psycopg.Connection[Any], table: str) -> None:
-    """Merge a table's GIN pending entries in a transaction of its own, so a merge that waits too long for another
-    one (ANALYZE_LOCK_TIMEOUT_MS) undoes nothing else."""
-    try:
-        with conn.transaction():
-            bound_lock_wait(conn, V.ANALYZE_LOCK_TIMEOUT_MS)
-            conn.execute(query("database/merge_gin_pending"), {"table": table})
-    except psycopg.errors.LockNotAvailable:
-        log.info("the GIN pending entries of %s left to autovacuum: another merge holds them", table)
+def outside_any_transaction(conn: psycopg.Connection[Any]) -> None:
+    """Refuse to refresh statistics inside the caller's transaction: its ANALYZE would hold the table's lock, and
+    its lock timeout would last, until that transaction ends."""
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        raise RuntimeError("statistics are refreshed in transactions of their own: refresh them outside any other")

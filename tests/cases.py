@@ -101,6 +101,12 @@ def units_analysed(conn: Any) -> int:
     return count
 
 
+def full_text_merged(conn: Any) -> int:
+    """How many pages of the full-text index's pending entries this merged (0: none were pending), leaving none."""
+    pages: int = conn.execute("SELECT gin_clean_pending_list('memory_units_entries')").fetchone()[0]
+    return pages
+
+
 def service_facts(n: int, offset: int = 0) -> list[Any]:
     """n distinct valid candidates for one project, to grow memory_units by a known number of rows."""
     return [gates.validate(project="acme", kind="env", type="semantic", title=f"Service {i} port",

@@ -16,7 +16,7 @@ import pytest
 from memory_assets import database
 from memory_assets import vocabulary as V
 from memory_assets.ledger import capture
-from tests.cases import service_facts, units_counted
+from tests.cases import full_text_merged, service_facts, units_counted
 
 NAMED_PARAMETER = re.compile(r"%\((\w+)\)s")
 DDL = re.compile(r"^(\s*--[^\n]*\n)*\s*(CREATE|ALTER|DROP)\b")
@@ -481,30 +481,32 @@ def test_a_refresh_merges_the_full_text_indexs_pending_entries(analysed_by_refre
     gin_clean_pending_list merged them (0.06 ms). The refresh after a bulk write merges them (after its ANALYZE has
     committed); without one they stay pending."""
     conn = analysed_by_refreshes_only
-    pending = "SELECT gin_clean_pending_list('memory_units_entries')"
     capture.remember_many(conn, service_facts(300))
     assert database.refresh_statistics(conn, V.UNITS_TABLE)
-    assert conn.execute(pending).fetchone()[0] == 0  # nothing left to merge
+    assert full_text_merged(conn) == 0  # nothing left to merge
     capture.remember_many(conn, service_facts(300, offset=300))
-    assert conn.execute(pending).fetchone()[0] > 0  # the write's own entries, pending until merged
+    assert full_text_merged(conn) > 0  # the write's own entries, pending until merged
 
 
 def test_the_steps_of_a_refresh_run_alone_as_the_import_runs_them(analysed_by_refreshes_only):
     """The import checks the statistics and analyses beside its last batch's fold, and merges the pending entries
-    after that fold: the ANALYZE alone merges nothing, the merge alone analyses nothing, and a refresh under the
-    threshold afterwards does neither."""
+    after that fold: the ANALYZE alone merges nothing, the merge alone analyses nothing, a refresh under the
+    threshold does neither, and none of them runs inside the caller's transaction."""
     conn = analysed_by_refreshes_only
-    merged = "SELECT gin_clean_pending_list('memory_units_entries')"  # how many pages it merged, then none pending
     capture.remember_many(conn, service_facts(300))
     assert database.statistics_stale(conn, V.UNITS_TABLE) and database.analyse(conn, V.UNITS_TABLE)
     assert units_counted(conn) == 300 and not database.statistics_stale(conn, V.UNITS_TABLE)
-    capture.remember_many(conn, service_facts(20, offset=300))  # the last write: under 50 + 10% of 300
+    assert full_text_merged(conn) > 0  # the ANALYZE left the write's entries pending
+    capture.remember_many(conn, service_facts(20, offset=300))  # under 50 + 10% of 300
     assert not database.refresh_statistics(conn, V.UNITS_TABLE, written=20)
-    assert conn.execute(merged).fetchone()[0] > 0  # the first write's entries were still pending
+    assert full_text_merged(conn) > 0  # nor did a refresh under the threshold merge them
     capture.remember_many(conn, service_facts(100, offset=320))
-    database.merge_gin_pending(conn, V.UNITS_TABLE)
-    assert conn.execute(merged).fetchone()[0] == 0 and units_counted(conn) == 300
+    assert database.merge_gin_pending(conn, V.UNITS_TABLE)
+    assert full_text_merged(conn) == 0 and units_counted(conn) == 300
     assert database.refresh_statistics(conn, V.UNITS_TABLE, written=100) and units_counted(conn) == 420
+    for step in (database.statistics_stale, database.analyse, database.merge_gin_pending):
+        with conn.transaction(), pytest.raises(RuntimeError, match="transactions of their own"):
+            step(conn, V.UNITS_TABLE)
 
 
 PAYLOAD_COLUMNS = ("title", "body", "keywords", "created_by", "updated_by", "updated_at")

@@ -92,7 +92,7 @@ class _Import:
         self.pending: Future[None] | None = None
         self.folding: Future[tuple[int, dict[str, str]]] | None = None  # the writer's, then close()'s once done
         self.folding_keys: set[str] = set()  # the keys of the batch being folded (the writer's)
-        self.merging: Future[None] | None = None  # queued behind the last fold (the main thread's)
+        self.merging: Future[bool] | None = None  # queued behind the last fold (the main thread's)
         self.replayed: set[str] = set()  # keys an earlier stopped run captured and this one folds (the writer's)
 
     def add(self, number: int, candidate: gates.Candidate) -> None:
@@ -131,10 +131,10 @@ class _Import:
             self.folder.shutdown()
 
     def refresh_beside_last_fold(self) -> int:
-        """While the last batch folds (the one step that leaves a core idle), ANALYZE the units where the batches
-        folded before it passed autovacuum's threshold, and merge the pending full-text entries after that fold,
-        beside the ANALYZE: the rows the ANALYZE counted (0 when it did not run), so the refresh after the fold
-        counts only the rest."""
+        """While the last batch folds (the one step that leaves a core idle), ANALYZE the units where the store,
+        counting the batches folded before it, is past autovacuum's threshold, and merge the pending full-text
+        entries after that fold, beside the ANALYZE: the rows the ANALYZE counted (0 when it did not run), so the
+        refresh after the fold counts only the rest."""
         before_last = self.totals["inserted"]  # the writer is idle: every fold but the one in flight counted
         if self.folding is None or not before_last or not self.mem.statistics_stale(before_last):
             return 0

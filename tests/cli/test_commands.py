@@ -10,9 +10,10 @@ from click.testing import CliRunner
 
 from memory_assets import database, gates
 from memory_assets import vocabulary as V
+from memory_assets.api import Memory
 from memory_assets.cli import main
 from memory_assets.ledger import capture
-from tests.cases import units_analysed, units_counted
+from tests.cases import full_text_merged, units_analysed, units_counted
 
 GOOD = {"project": "acme", "kind": "env", "type": "semantic", "title": "Staging needs TLS",
         "body": "Staging PostgreSQL requires sslmode=require because the proxy refuses plain TCP."}
@@ -98,7 +99,6 @@ def test_import_reports_bad_lines_by_number_and_imports_the_rest(clean, tmp_path
 def test_an_import_whose_fold_fails_loses_nothing_it_captured(clean, tmp_path, conn, monkeypatch, today):
     """The import folds each batch after capturing it: should a fold fail (the server gone mid-import), the command
     fails, and what it captured waits in the inbox, for the ledger's fold or the import run again, every line once."""
-    from memory_assets.api import Memory
     from memory_assets.ledger import capture
 
     monkeypatch.setattr(V, "IMPORT_BATCH", 2)
@@ -128,8 +128,6 @@ def test_an_import_whose_fold_fails_loses_nothing_it_captured(clean, tmp_path, c
 def test_a_line_repeated_in_the_next_batch_is_counted_once(clean, tmp_path, monkeypatch):
     """The next batch is captured while the one before is folded, so a line of both is still unfolded when the second
     capture reads the inbox: the first batch's fold counts it, the second's must not."""
-    from memory_assets.api import Memory
-
     monkeypatch.setattr(V, "IMPORT_BATCH", 2)
     real = Memory.fold_captured
 
@@ -240,8 +238,6 @@ def test_a_rerun_reports_a_refused_line_an_earlier_run_captured_and_counts_only_
     import run again folds it, reports its line and drops it, and counts as captured only the rows it wrote itself
     (it never counted the earlier run's row, so it must not take it off)."""
     from memory_assets import gates
-    from memory_assets.api import Memory
-
     real_validate, real_fold = gates.validate, Memory.fold_captured
 
     def lenient(**fields):  # lets a title past validation that the CHECK constraint (80 characters) refuses
@@ -273,8 +269,6 @@ def test_a_refused_line_repeated_in_the_next_batch_is_taken_off_captured_once(cl
     """A line of the batch being folded, repeated in the next batch, comes back from the next capture as a row to
     fold that it did not write; should the first fold refuse it, this run captured it, so it leaves `captured`."""
     from memory_assets import gates
-    from memory_assets.api import Memory
-
     real_validate, real_fold = gates.validate, Memory.fold_captured
 
     def lenient(**fields):  # lets a title past validation that the CHECK constraint (80 characters) refuses
@@ -334,7 +328,7 @@ def test_import_streams_batches_and_reports_bad_lines_across_them(tmp_path, anal
     last_batch = summary["inserted"] + 1 - 2 * V.IMPORT_BATCH  # batches of valid lines, the rejected secret among them
     assert summary["inserted"] - last_batch <= units_counted(conn) <= summary["inserted"]
     assert units_analysed(conn) == analyses + 1  # beside the last fold only
-    assert conn.execute("SELECT gin_clean_pending_list('memory_units_entries')").fetchone()[0] == 0
+    assert full_text_merged(conn) == 0
 
 
 def test_an_imports_last_batch_past_the_threshold_alone_is_analysed_after_its_fold(tmp_path,
@@ -349,7 +343,29 @@ def test_an_imports_last_batch_past_the_threshold_alone_is_analysed_after_its_fo
     result = run("import", str(path), "--json")
     assert result.exit_code == 0 and json.loads(result.stdout)["inserted"] == 2 * V.IMPORT_BATCH
     assert units_counted(conn) == 2 * V.IMPORT_BATCH and units_analysed(conn) == analyses + 2
-    assert conn.execute("SELECT gin_clean_pending_list('memory_units_entries')").fetchone()[0] == 0
+    assert full_text_merged(conn) == 0
+
+
+def test_an_import_into_a_store_its_batches_leave_under_the_threshold_analyses_and_merges_nothing(
+        tmp_path, analysed_by_refreshes_only, monkeypatch):
+    """An import that folds but leaves the store under autovacuum's threshold, before its last batch and after it,
+    refreshes nothing beside that fold or after it: the statistics and the pending entries are left as they were;
+    an ANALYZE beside the fold that gave up leaves every row to the refresh after it."""
+    conn = analysed_by_refreshes_only
+    monkeypatch.setattr(V, "IMPORT_BATCH", 30)
+    capture.remember_many(conn, [gates.validate(**{**GOOD, "title": f"Fact {i}"}, task_id=f"T-{i}")
+                                 for i in range(300)])
+    assert database.refresh_statistics(conn, V.UNITS_TABLE) and full_text_merged(conn) == 0
+    lines = [json.dumps({**GOOD, "title": f"Line {i}", "task_id": f"L-{i}"}) for i in range(60)]
+    (tmp_path / "under.jsonl").write_text("\n".join(lines[:30] + lines[30:60]) + "\n")  # 60: under 50 + 10% of 300
+    analyses = units_analysed(conn)
+    assert run("import", str(tmp_path / "under.jsonl")).exit_code == 0
+    assert units_analysed(conn) == analyses and units_counted(conn) == 300 and full_text_merged(conn) > 0
+    monkeypatch.setattr(Memory, "analyse_statistics", lambda self: False)  # a VACUUM held the table beside the fold
+    (tmp_path / "past.jsonl").write_text("\n".join(json.dumps({**GOOD, "title": f"Past {i}", "task_id": f"P-{i}"})
+                                                   for i in range(90)) + "\n")
+    assert run("import", str(tmp_path / "past.jsonl")).exit_code == 0
+    assert units_analysed(conn) == analyses + 1 and units_counted(conn) == 450 and full_text_merged(conn) == 0
 
 
 def test_an_import_that_folds_nothing_refreshes_a_stale_store_as_before(tmp_path, analysed_by_refreshes_only):
@@ -357,7 +373,6 @@ def test_an_import_that_folds_nothing_refreshes_a_stale_store_as_before(tmp_path
     had: a store under the threshold is left alone, its pending full-text entries too, and one that other writes
     left past it is analysed and its pending entries merged."""
     conn = analysed_by_refreshes_only
-    merged = "SELECT gin_clean_pending_list('memory_units_entries')"  # how many pages it merged, then none pending
     facts = [gates.validate(**{**GOOD, "title": f"Fact {i}", "body": f"Service {i} needs 2 GiB."}, task_id=f"T-{i}")
              for i in range(301)]
     (tmp_path / "bad.jsonl").write_text("{not json\n")
@@ -368,19 +383,16 @@ def test_an_import_that_folds_nothing_refreshes_a_stale_store_as_before(tmp_path
     capture.remember_many(conn, facts[1:2])
     assert not database.statistics_stale(conn, V.UNITS_TABLE)  # its counters flushed: under 50 + 10% of 1
     assert run("import", str(tmp_path / "bad.jsonl")).exit_code == 2
-    assert units_analysed(conn) == analyses + 1 and conn.execute(merged).fetchone()[0] > 0  # left pending
+    assert units_analysed(conn) == analyses + 1 and full_text_merged(conn) > 0  # left pending
     capture.remember_many(conn, facts[2:])
     assert database.statistics_stale(conn, V.UNITS_TABLE)  # another writer's 299 units: past it
     assert run("import", str(tmp_path / "bad.jsonl"), "--no-fold").exit_code == 2
-    assert units_analysed(conn) == analyses + 2 and units_counted(conn) == 301
-    assert conn.execute(merged).fetchone()[0] == 0
+    assert units_analysed(conn) == analyses + 2 and units_counted(conn) == 301 and full_text_merged(conn) == 0
 
 
 def test_import_gates_the_next_batch_while_the_last_one_is_written(clean, tmp_path, monkeypatch):
     """The gate processes start on batch k+1 before the writer has folded batch k (the import's overlap), and the
     batches are still written in file order, so units are numbered as the lines come."""
-    from memory_assets.api import Memory
-
     events: list[str] = []
     real_gate_soon, real_remember_many = Memory.gate_soon, Memory.remember_many
 

@@ -890,10 +890,15 @@ class WarmEncoder:
 
     def __call__(self, model_key, query):
         with psycopg.connect(self.url, autocommit=True) as other:
+            idle_since = None
             for _ in range(100):  # what the server does once it has read what was sent before the encode
                 state, statement = other.execute("SELECT state, left(query, 40) FROM pg_stat_activity WHERE pid = %s",
                                                  [self.pid]).fetchone()
-                if state == "idle" or statement.startswith(CANDIDATES):
+                if statement.startswith(CANDIDATES):
+                    break
+                # idle: encoding before the transaction, or the request's statements not read yet on a busy machine
+                idle_since = (idle_since or time.monotonic()) if state == "idle" else None
+                if idle_since is not None and time.monotonic() - idle_since > 0.5:
                     break
                 time.sleep(0.02)
             self.seen.append((state, statement))
