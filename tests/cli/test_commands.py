@@ -23,6 +23,11 @@ def run(*args):
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
+def fact_lines(n: int, prefix: str) -> str:
+    """A JSON-lines file's text of n distinct good lines, each its own task."""
+    return "".join(json.dumps({**GOOD, "title": f"{prefix} {i}", "task_id": f"{prefix}-{i}"}) + "\n" for i in range(n))
+
+
 def test_remember_and_show_round_trip(clean):
     result = run("remember", "--project", "acme", "--kind", "env", "--type", "semantic", "--title", GOOD["title"],
                  "--body", GOOD["body"], "--keyword", "tls", "--task-id", "T-1", "--json")
@@ -99,8 +104,6 @@ def test_import_reports_bad_lines_by_number_and_imports_the_rest(clean, tmp_path
 def test_an_import_whose_fold_fails_loses_nothing_it_captured(clean, tmp_path, conn, monkeypatch, today):
     """The import folds each batch after capturing it: should a fold fail (the server gone mid-import), the command
     fails, and what it captured waits in the inbox, for the ledger's fold or the import run again, every line once."""
-    from memory_assets.ledger import capture
-
     monkeypatch.setattr(V, "IMPORT_BATCH", 2)
     folds = []
     real = Memory.fold_captured
@@ -212,8 +215,6 @@ def test_import_reports_hostile_lines_and_imports_the_rest(clean, tmp_path, monk
 
 def test_import_reports_a_line_the_database_refuses_and_imports_the_rest(clean, tmp_path, monkeypatch):
     """Should a value pass validation and still be refused by the database, only its line is reported."""
-    from memory_assets import gates
-
     real_validate = gates.validate
 
     def lenient(**fields):  # lets a title past validation that the CHECK constraint (80 characters) refuses
@@ -237,7 +238,6 @@ def test_a_rerun_reports_a_refused_line_an_earlier_run_captured_and_counts_only_
     """An import stopped between capturing a batch and folding it leaves a row the database refuses in the inbox; the
     import run again folds it, reports its line and drops it, and counts as captured only the rows it wrote itself
     (it never counted the earlier run's row, so it must not take it off)."""
-    from memory_assets import gates
     real_validate, real_fold = gates.validate, Memory.fold_captured
 
     def lenient(**fields):  # lets a title past validation that the CHECK constraint (80 characters) refuses
@@ -268,7 +268,6 @@ def test_a_rerun_reports_a_refused_line_an_earlier_run_captured_and_counts_only_
 def test_a_refused_line_repeated_in_the_next_batch_is_taken_off_captured_once(clean, tmp_path, monkeypatch):
     """A line of the batch being folded, repeated in the next batch, comes back from the next capture as a row to
     fold that it did not write; should the first fold refuse it, this run captured it, so it leaves `captured`."""
-    from memory_assets import gates
     real_validate, real_fold = gates.validate, Memory.fold_captured
 
     def lenient(**fields):  # lets a title past validation that the CHECK constraint (80 characters) refuses
@@ -337,8 +336,7 @@ def test_an_imports_last_batch_past_the_threshold_alone_is_analysed_after_its_fo
     threshold (here half the store) they are refreshed again after it, so they count every unit imported."""
     conn = analysed_by_refreshes_only
     path = tmp_path / "units.jsonl"
-    path.write_text("".join(json.dumps({**GOOD, "title": f"Fact {i}", "body": f"Service {i} needs {i % 7 + 1} GiB.",
-                                        "task_id": f"T-{i}"}) + "\n" for i in range(2 * V.IMPORT_BATCH)))
+    path.write_text(fact_lines(2 * V.IMPORT_BATCH, "Fact"))
     analyses = units_analysed(conn)
     result = run("import", str(path), "--json")
     assert result.exit_code == 0 and json.loads(result.stdout)["inserted"] == 2 * V.IMPORT_BATCH
@@ -356,14 +354,12 @@ def test_an_import_into_a_store_its_batches_leave_under_the_threshold_analyses_a
     capture.remember_many(conn, [gates.validate(**{**GOOD, "title": f"Fact {i}"}, task_id=f"T-{i}")
                                  for i in range(300)])
     assert database.refresh_statistics(conn, V.UNITS_TABLE) and full_text_merged(conn) == 0
-    lines = [json.dumps({**GOOD, "title": f"Line {i}", "task_id": f"L-{i}"}) for i in range(60)]
-    (tmp_path / "under.jsonl").write_text("\n".join(lines[:30] + lines[30:60]) + "\n")  # 60: under 50 + 10% of 300
+    (tmp_path / "under.jsonl").write_text(fact_lines(60, "Line"))  # two batches, 60 rows: under 50 + 10% of 300
     analyses = units_analysed(conn)
     assert run("import", str(tmp_path / "under.jsonl")).exit_code == 0
     assert units_analysed(conn) == analyses and units_counted(conn) == 300 and full_text_merged(conn) > 0
     monkeypatch.setattr(Memory, "analyse_statistics", lambda self: False)  # a VACUUM held the table beside the fold
-    (tmp_path / "past.jsonl").write_text("\n".join(json.dumps({**GOOD, "title": f"Past {i}", "task_id": f"P-{i}"})
-                                                   for i in range(90)) + "\n")
+    (tmp_path / "past.jsonl").write_text(fact_lines(90, "Past"))
     assert run("import", str(tmp_path / "past.jsonl")).exit_code == 0
     assert units_analysed(conn) == analyses + 1 and units_counted(conn) == 450 and full_text_merged(conn) == 0
 
