@@ -289,6 +289,11 @@ HOLDOUT_MAX_PERCENT = 50    # the holdout arm takes at most half of the epics/ta
 RECALL_DEFAULT_K = 8
 RECALL_MAX_K = 100
 RECALL_CANDIDATES = 200     # rows each leg contributes before fusion (LoCoMo dev R@10: 100 -> 0.783, 200 -> 0.791)
+# A project of at most this many numbered units has every unit recall may return detailed by the full-text statement
+# sent before the question is encoded, so the dense statement after the encode is its leg alone (~1.3 against ~2.9
+# ms on LoCoMo's ~590-unit conversations); each further unit costs that statement ~5 us, which the encode hides up
+# to ~900 units on a 2-vCPU Xeon (docs/scaling.md item 27)
+RECALL_ALL_DETAILS_MAX_UNITS = 700
 RECALL_MAX_QUERY_CHARS = 2000
 RECALL_MAX_QUERY_TERMS = 32 # a long query cannot make the full-text leg scan everything
 # Fusion: each leg's scores min-max normalised and weighted (score fusion), mixed with weighted reciprocal rank

@@ -52,12 +52,15 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
     """candidates() for a query not yet encoded, in pipeline mode: the full-text leg (with its seeds' neighbouring
     turns and its units' details) goes to the server first and runs there while `encode` runs here, then the dense
     leg with the vector, the same statement with the other leg switched off; merged, the two give what the one
-    statement gives. Returns the candidates and the vector (None: the model was unavailable, the full-text leg's
-    candidates alone)."""
+    statement gives. In a project of at most RECALL_ALL_DETAILS_MAX_UNITS units the full-text statement details
+    every unit recall may return, so the dense statement is the leg alone (recall/dense) and its seeds' neighbours
+    come from those details. Returns the candidates and the vector (None: the model was unavailable, the full-text
+    leg's candidates alone)."""
     statement, planned = send_candidates_context(conn, params, model_key)
     unused = np.zeros(embeddings.model_spec(model_key).dim, dtype=np.float32)  # typed as the query's vector: the
     # two statements are one prepared statement with one plan (a NULL vector would prepare a second, ~1.3 MB each)
-    sparse_sent = execute_positional(conn, statement, {**statement_params(params, None, True), "vector": unused})
+    sparse_sent = execute_positional(conn, statement, {**statement_params(params, None, True), "vector": unused,
+                                                       "all_details": True})
     conn.pgconn.send_flush_request()  # the server sends the full-text answer once it is ready, not when asked next:
     conn.pgconn.flush()  # it is in by the time the question is encoded (a request left in libpq's buffer goes next)
     vector = encode()
@@ -65,11 +68,45 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
         return received(conn, params["project"], planned, sparse_sent), None
     first = sparse_sent.fetchone()  # that answer fetched alone (a fetch waits for the answer of every statement sent
     # so far), its rows parsed below while the server runs the dense leg
+    if first is not None and int(first[1]) <= V.RECALL_ALL_DETAILS_MAX_UNITS:  # every unit detailed: the leg alone
+        dense_alone, _ = project_plan(conn, embeddings.model_query("recall/dense", model_key), params["project"])
+        ranked = execute_positional(conn, dense_alone, statement_params(params, vector, False))
+        found = received(conn, params["project"], planned, sparse_sent, first)
+        with tracing.span("memory.recall.legs") as span:
+            dense: list[Row] = [tuple(row) for row in ranked.fetchall()]
+            detailed = all(row[0] in found.details for row in dense)
+            near = neighbours(dense, found.details) if detailed else []
+            tracing.record(span, dense=len(dense), sparse=0, near=len(near), rows=len(dense), text_hits=0,
+                           planned=planned)
+        if detailed:
+            return found._replace(dense=dense, near=list(dict.fromkeys(found.near + near))), vector
+        # a unit the full-text statement did not see (a request inside a caller's READ COMMITTED transaction reads
+        # a snapshot per statement): the dense leg again with its details, as for a larger project
+        return merged(found, received(conn, params["project"], planned, execute_positional(
+            conn, statement, statement_params(params, vector, False)))), vector
     dense_sent = execute_positional(conn, statement, statement_params(params, vector, False))
     found = received(conn, params["project"], planned, sparse_sent, first)
-    dense = received(conn, params["project"], planned, dense_sent)
+    return merged(found, received(conn, params["project"], planned, dense_sent)), vector
+
+
+def merged(found: Candidates, dense: Candidates) -> Candidates:
+    """The full-text statement's candidates and the dense one's as the one statement gives them."""
     return dense._replace(sparse=found.sparse, near=list(dict.fromkeys(found.near + dense.near)),
-                          details={**found.details, **dense.details}, text_hits=found.text_hits), vector
+                          details={**found.details, **dense.details}, text_hits=found.text_hits)
+
+
+def neighbours(dense: list[Row], details: dict[str, dict[str, Any]]) -> list[Row]:
+    """The (seed, turn, distance) rows recall/candidates' `near` gives for the dense leg's seeds, from the details of
+    every unit recall may return: the episodic ones numbered within CONTEXT_WINDOW of an episodic seed among the
+    leg's top CONTEXT_SEED_RANK."""
+    turns = {unit["number"]: unit_id for unit_id, unit in details.items() if unit["episodic"]}
+    steps = [step for step in range(-V.CONTEXT_WINDOW, V.CONTEXT_WINDOW + 1) if step]
+    rows: list[Row] = []
+    for seed, _, episodic in dense[: V.CONTEXT_SEED_RANK]:
+        if episodic:
+            number = details[seed]["number"]
+            rows += [(seed, turns[number + step], abs(step)) for step in steps if number + step in turns]
+    return rows
 
 
 def received(conn: psycopg.Connection[Any], project: str, planned: bool, sent: psycopg.Cursor[Any],
@@ -117,7 +154,7 @@ def unpack(rows: list[Row], planned: bool) -> Candidates:
             near.extend(zip(near_of, itertools.repeat(unit_id), near_distance))
         details[unit_id] = {"number": number, "importance": importance, "trust": trust, "valid_from": valid_from,
                             "personas": personas, "session_id": session_id, "recency": recency,
-                            "sessions": sessions}
+                            "sessions": sessions, "episodic": episodic}
     dense.sort(key=lambda ranked: ranked[0])
     sparse.sort(key=lambda ranked: ranked[0])
     return Candidates(rows[0][0], int(rows[0][1]), [row for _, row in dense], [row for _, row in sparse], near,
@@ -137,7 +174,8 @@ def statement_params(params: dict[str, Any], vector: Any, sparse: bool) -> dict[
             "hnsw_min": V.HNSW_MIN_PROJECT_UNITS, "text_index_min": V.TEXT_INDEX_MIN_PROJECT_UNITS,
             "hnsw_candidates": hnsw_candidates(params["k"]),
             "overfetch": hnsw_candidates(params["k"]) * V.HNSW_OVERFETCH, "walk_min_share": V.HNSW_WALK_MIN_SHARE,
-            "exact_overfetch": int(params["candidates"] * V.EXACT_OVERFETCH)}
+            "exact_overfetch": int(params["candidates"] * V.EXACT_OVERFETCH), "all_details": False,
+            "all_details_max": V.RECALL_ALL_DETAILS_MAX_UNITS}
 
 
 def send_cited_text(conn: psycopg.Connection[Any], ids: list[str], reader: str) -> psycopg.Cursor[dict[str, Any]]:

@@ -75,15 +75,15 @@ def test_a_connection_plans_a_found_project_once_and_any_other_per_request(mem, 
     projects = ("acme", "nothing", "beta", "gamma")
     for project in ("acme", "beta", "gamma"):
         note(mem, project, "Deploy window", f"Deploys of {project} happen on Tuesdays.")
-    mem.encoder(V.DEFAULT_SERVING_MODEL, "load the model")  # each request runs the statement twice (one per leg,
-    with mem.connection() as conn:                         # the query encoded meanwhile) on the same plan
+    mem.encoder(V.DEFAULT_SERVING_MODEL, "load the model")  # each request runs the candidates statement, then the
+    with mem.connection() as conn:  # dense leg alone (the query encoded meanwhile; these projects are small), each so
         for _ in range(3):
             for project in projects:
                 mem.encoder.clear()
                 titles = [h.title for h in search.recall(conn, project, "when do deploys happen", encoder=mem.encoder)]
                 assert titles == ([] if project == "nothing" else ["Deploy window"])
-        plans = plans_of(conn, "sparse AS MATERIALIZED")
-    assert plans == [("acme", 4, 0), ("any", 0, 16), ("beta", 4, 0)]
+        plans = [plans_of(conn, marker) for marker in ("sparse AS MATERIALIZED", "FROM dense ORDER BY rank")]
+    assert plans == [[("acme", 2, 0), ("any", 0, 8), ("beta", 2, 0)]] * 2
 
 
 def test_the_query_side_rounds_plan_their_terms_as_the_candidates_are_planned(mem, monkeypatch):

@@ -7,6 +7,7 @@ import re
 import time
 from datetime import UTC, datetime, timedelta
 
+import pgvector.psycopg
 import psycopg
 import pytest
 
@@ -1062,22 +1063,39 @@ def test_a_model_failing_beside_the_full_text_leg_serves_full_text_and_an_error_
         "hybrid")
 
 
-def test_the_two_statements_merged_are_the_candidates_of_the_one(mem, conn, embedder, monkeypatch):
-    """Each leg's seeds fetch their own neighbouring turns: the full-text statement's and the dense one's together
-    are the one statement's neighbours, details and legs, where the two legs' seeds differ."""
+@pytest.mark.parametrize("all_details_max", [0, V.RECALL_ALL_DETAILS_MAX_UNITS])
+def test_the_two_statements_merged_are_the_candidates_of_the_one(mem, conn, embedder, monkeypatch, all_details_max):
+    """Each leg's seeds bring their own neighbouring turns: the full-text statement's and the dense one's together
+    are the one statement's neighbours, details and legs, where the two legs' seeds differ. In a project of at most
+    RECALL_ALL_DETAILS_MAX_UNITS units the full-text statement details every unit recall may return (never another
+    persona's private turn, nor one the filters leave out) and the dense statement is the leg alone, whose seeds'
+    neighbours come from those details; above, the dense statement details its own."""
     monkeypatch.setattr(V, "CONTEXT_SEED_RANK", 2)
     monkeypatch.setattr(V, "CONTEXT_WINDOW", 1)
     monkeypatch.setattr(V, "RECALL_CANDIDATES", 3)  # a leg's units the other statement reads nothing of
+    monkeypatch.setattr(V, "RECALL_ALL_DETAILS_MAX_UNITS", all_details_max)
     day = datetime.now(UTC) - timedelta(days=3)
     for text in ("the kettle ZX-81 needs descaling once a month", "invoice 2231 for asset ZX-81 lists a descaling fee",
-                 "the printer queue was cleared", "nobody wrote down how often the ZX81 gets decalcified",
-                 "lunch moves to noon", "the ZX81 decalcification interval is not documented",
-                 "visitors park on level two", "mineral build-up in boilers goes with citric acid"):
-        standup(mem, day, f"Lead: {text}.", "S-1")
+                 "the printer queue was cleared", "private", "nobody wrote down how often the ZX81 gets decalcified",
+                 "lunch moves to noon", "gotcha", "the ZX81 decalcification interval is not documented",
+                 "semantic", "mineral build-up in boilers goes with citric acid"):
+        if text == "semantic":  # a fact, no turn: it has details, and is no one's neighbour
+            mem.remember(project="acme", kind="note", type="semantic", title="The ZX-81 descaling fact.",
+                         body="The ZX-81 kettle is descaled with citric acid.", valid_from=day, persona="lead")
+        elif text == "private":  # a turn of S-1 the reader may not see
+            mem.remember(project="acme", kind="note", type="episodic", title="Ops: the ZX-81 descaling log.",
+                         body="Ops: the ZX-81 descaling log is in the private wiki.", valid_from=day,
+                         session_id="S-1", persona="ops", visibility="private")
+        elif text == "gotcha":  # a turn of S-1 the request's kinds leave out
+            mem.remember(project="acme", kind="gotcha", type="episodic", title="Lead: the ZX-81 descaling schedule.",
+                         body="Lead: the ZX-81 descaling schedule is pinned.", valid_from=day, session_id="S-1",
+                         persona="lead")
+        else:
+            standup(mem, day, f"Lead: {text}.", "S-1")
     embed_all(conn, embedder)
     query = "how frequently must the ZX-81 get descaled"
     vector = memory_assets.api.encode_query(T1, query)
-    params = request_params("acme", tsquery_terms(query), 3, datetime.now(UTC), False, reader="api")
+    params = request_params("acme", tsquery_terms(query), 3, datetime.now(UTC), False, kinds=["note"], reader="api")
     with conn.pipeline(), authz.scoped(conn, authz.Actor.reader("acme")):
         one = candidates(conn, params, T1, vector, True)
         two, encoded = candidates_while_encoding(conn, params, T1, lambda: vector)
@@ -1086,9 +1104,47 @@ def test_the_two_statements_merged_are_the_candidates_of_the_one(mem, conn, embe
     assert seeds[0] != seeds[1] and seeds[0] and seeds[1], seeds  # each leg brings neighbours of its own
     dense_side = {row[0] for row in one.dense} | {row[1] for row in one.near if row[0] in seeds[0]}
     assert set(one.details) - dense_side, one.details  # units only the full-text statement details
-    assert (two.model_key, two.units, two.dense, two.sparse, two.details, two.text_hits) == (
-        one.model_key, one.units, one.dense, one.sparse, one.details, one.text_hits)
+    assert (two.model_key, two.units, two.dense, two.sparse, two.text_hits) == (
+        one.model_key, one.units, one.dense, one.sparse, one.text_hits)
     assert sorted(two.near) == sorted(one.near) and len(set(two.near)) == len(two.near)
+    assert {unit: two.details[unit] for unit in one.details} == one.details
+    numbers = {str(unit_id): number for unit_id, number in conn.execute(
+        "SELECT id, number FROM memory_units WHERE project = 'acme' AND kind = 'note' AND private_to IS NULL"
+        ).fetchall()}
+    assert len(numbers) == 8 and {details["number"] for details in one.details.values()} <= set(numbers.values())
+    assert set(two.details) == (set(numbers) if all_details_max else set(one.details))
+    assert {numbers[row[1]] for row in one.near} <= {1, 2, 3, 5, 6, 8, 10}  # the private turn (4), the gotcha (7)
+    # and the fact (9) are nobody's neighbours
+
+
+def test_a_unit_the_full_text_statement_did_not_see_gets_its_details_from_the_dense_statement(mem, conn, clean,
+                                                                                              embedder):
+    """Inside a caller's READ COMMITTED transaction each statement reads a snapshot of its own: a unit written and
+    embedded while the question encodes is in the dense leg but not among the details the full-text statement gave
+    of every unit, so the dense statement runs again with its details, as for a larger project."""
+    conversation(mem, conn, embedder)
+    query = "how often is the ZX-81 descaled"
+    vector = memory_assets.api.encode_query(T1, query)
+    later = datetime.now(UTC) + timedelta(minutes=1)  # the request's time: after the unit written meanwhile
+    params = request_params("acme", tsquery_terms(query), 8, later, False, reader="api")
+
+    def written_meanwhile():
+        deadline = time.monotonic() + 5  # the full-text answer in first: its statement read the store before
+        while conn.pgconn.is_busy() and time.monotonic() < deadline:
+            conn.pgconn.consume_input()
+            time.sleep(0.01)
+        mem.remember(project="acme", kind="note", type="semantic", title="ZX-81 descaling cadence",
+                     body="The ZX-81 is descaled every second Monday.")
+        with psycopg.connect(clean, **database.connection_kwargs()) as other:
+            pgvector.psycopg.register_vector(other)
+            embed_all(other, embedder)
+        return vector
+
+    with conn.pipeline(), authz.scoped(conn, authz.Actor.reader("acme")):  # READ COMMITTED: no one snapshot
+        found, _ = candidates_while_encoding(conn, params, T1, written_meanwhile)
+    (new_unit,) = [str(row[0]) for row in conn.execute(
+        "SELECT id FROM memory_units WHERE title = 'ZX-81 descaling cadence'").fetchall()]
+    assert new_unit in {row[0] for row in found.dense} and new_unit in found.details
 
 
 def test_a_unit_forgotten_while_the_question_encodes_is_read_as_of_the_requests_one_snapshot(mem, conn, clean,
