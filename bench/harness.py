@@ -129,7 +129,7 @@ GOALS = (
          "on an EPYC mem0's torch encode is slower than on a Xeon (the torch floor 11.0 / 21.7 ms p50 / p95 at "
          "c8454ef against 9.1 / 19.0 at bc85ed9, where ours / mem0 was 1.20x): ours is a one-thread ONNX encode "
          "(that floor 5.4 / 7.0 ms), during which the server runs the full-text leg, then the dense leg's statement "
-         "(~3.5 ms; the leg alone, ~1.3 ms, in a project of at most 700 units, whose every unit the full-text "
+         "(~3.5 ms; the leg alone, ~1.3 ms, in a project of at most 700 numbered units, whose every unit the full-text "
          "statement details during the encode: item 27), fusion and scoring (~1 ms) and the cited text "
          "(docs/scaling.md items 11, 19), so half of mem0's "
          "p95 needs what follows the encode under ~7 ms at p95 (item 22 samples a cached call: the server's 7.4 ms, "

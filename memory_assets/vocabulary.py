@@ -202,8 +202,9 @@ DAGSTER_STORAGE_URL_ENV = "MEMORY_ASSETS_DAGSTER_STORAGE_URL"
 POOL_MAX_SIZE = 20
 # Recall's statements with their project as a literal (database.project_plan), so that a prepared plan knows the
 # project's size: a connection keeps them for this many projects, each let in once a request found it has units
-# (a candidates plan holds ~1.34 MB of the server's memory for the connection's life; the pool replaces a connection
-# after an hour), and the texts composed per project kept in this process (~11 kB each)
+# (a candidates plan holds ~1.34 MB of the server's memory for the connection's life, the dense leg's alone beside it
+# less; the pool replaces a connection after an hour), and the texts composed per project kept in this process
+# (~11 kB each)
 PROJECT_PLANS_PER_CONNECTION = 8
 PROJECT_STATEMENTS_CACHED = 512
 # Statistics after a bulk write (database.refresh_statistics): the table the folds and curation grow, the metadata
@@ -289,10 +290,11 @@ HOLDOUT_MAX_PERCENT = 50    # the holdout arm takes at most half of the epics/ta
 RECALL_DEFAULT_K = 8
 RECALL_MAX_K = 100
 RECALL_CANDIDATES = 200     # rows each leg contributes before fusion (LoCoMo dev R@10: 100 -> 0.783, 200 -> 0.791)
-# A project of at most this many numbered units has every unit recall may return detailed by the full-text statement
-# sent before the question is encoded, so the dense statement after the encode is its leg alone (~1.3 against ~2.9
-# ms on LoCoMo's ~590-unit conversations); each further unit costs that statement ~5 us, which the encode hides up
-# to ~900 units on a 2-vCPU Xeon (docs/scaling.md item 27)
+# A project of at most this many numbered units (memory_projects.last_number: forgotten and retired ones count) has
+# every unit recall may return detailed by the full-text statement sent before the question is encoded, so the dense
+# statement after the encode is its leg alone (~1.3 against ~2.9 ms on LoCoMo's ~590-unit conversations); each
+# further unit costs that statement ~5 us, which the encode hid below ~1,000 units on a 2-vCPU Xeon (1.02x there;
+# docs/scaling.md item 27)
 RECALL_ALL_DETAILS_MAX_UNITS = 700
 RECALL_MAX_QUERY_CHARS = 2000
 RECALL_MAX_QUERY_TERMS = 32 # a long query cannot make the full-text leg scan everything

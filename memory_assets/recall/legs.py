@@ -13,7 +13,7 @@ from psycopg.rows import dict_row
 
 from memory_assets import embeddings, tracing
 from memory_assets import vocabulary as V
-from memory_assets.database import execute_positional, keep_project_plans, project_plan, query
+from memory_assets.database import execute_positional, keep_project_plans, one, project_plan, query
 from memory_assets.recall.request import hnsw_candidates, send_request_context
 
 Row = tuple[Any, ...]  # (unit_id, score or distance, episodic); neighbours: (seed, unit_id, distance)
@@ -21,7 +21,8 @@ Row = tuple[Any, ...]  # (unit_id, score or distance, episodic); neighbours: (se
 
 class Candidates(NamedTuple):
     """One request's candidates: each leg's rows in rank order, the turns next to every episodic candidate (their
-    sessions are in the details), and what scoring reads of every unit among them (by unit id)."""
+    sessions are in the details), and what scoring reads of every unit among them, or of every unit the request may
+    return in a small project (by unit id; legs.candidates_while_encoding)."""
 
     model_key: str
     units: int
@@ -59,34 +60,44 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
     statement, planned = send_candidates_context(conn, params, model_key)
     unused = np.zeros(embeddings.model_spec(model_key).dim, dtype=np.float32)  # typed as the query's vector: the
     # two statements are one prepared statement with one plan (a NULL vector would prepare a second, ~1.3 MB each)
-    sparse_sent = execute_positional(conn, statement, {**statement_params(params, None, True), "vector": unused,
-                                                       "all_details": True})
+    full_text = {**statement_params(params, None, True), "vector": unused, "all_details": True}
+    sparse_sent = execute_positional(conn, statement, full_text)
     conn.pgconn.send_flush_request()  # the server sends the full-text answer once it is ready, not when asked next:
     conn.pgconn.flush()  # it is in by the time the question is encoded (a request left in libpq's buffer goes next)
     vector = encode()
     if vector is None:
         return received(conn, params["project"], planned, sparse_sent), None
-    first = sparse_sent.fetchone()  # that answer fetched alone (a fetch waits for the answer of every statement sent
-    # so far), its rows parsed below while the server runs the dense leg
-    if first is not None and int(first[1]) <= V.RECALL_ALL_DETAILS_MAX_UNITS:  # every unit detailed: the leg alone
+    first = one(sparse_sent)  # that answer fetched alone (a fetch waits for the answer of every statement sent so
+    # far), its rows parsed below while the server runs the dense leg
+    found = None
+    if int(first[1]) <= full_text["all_details_max"]:  # every unit recall may return detailed: the leg alone
         dense_alone, _ = project_plan(conn, embeddings.model_query("recall/dense", model_key), params["project"])
-        ranked = execute_positional(conn, dense_alone, statement_params(params, vector, False))
+        ranked = execute_positional(conn, dense_alone, statement_params(params, vector, False))  # planned as the
+        # candidates statement (the same project on the same connection)
         found = received(conn, params["project"], planned, sparse_sent, first)
-        with tracing.span("memory.recall.legs") as span:
-            dense: list[Row] = [tuple(row) for row in ranked.fetchall()]
-            detailed = all(row[0] in found.details for row in dense)
-            near = neighbours(dense, found.details) if detailed else []
-            tracing.record(span, dense=len(dense), sparse=0, near=len(near), rows=len(dense), text_hits=0,
-                           planned=planned)
-        if detailed:
-            return found._replace(dense=dense, near=list(dict.fromkeys(found.near + near))), vector
-        # a unit the full-text statement did not see (a request inside a caller's READ COMMITTED transaction reads
-        # a snapshot per statement): the dense leg again with its details, as for a larger project
-        return merged(found, received(conn, params["project"], planned, execute_positional(
-            conn, statement, statement_params(params, vector, False)))), vector
+        alone = leg_alone(ranked, found)
+        if alone is not None:
+            return alone, vector
     dense_sent = execute_positional(conn, statement, statement_params(params, vector, False))
-    found = received(conn, params["project"], planned, sparse_sent, first)
+    if found is None:
+        found = received(conn, params["project"], planned, sparse_sent, first)
     return merged(found, received(conn, params["project"], planned, dense_sent)), vector
+
+
+def leg_alone(ranked: psycopg.Cursor[Any], found: Candidates) -> Candidates | None:
+    """The full-text statement's candidates with the dense leg recall/dense returned and its seeds' neighbouring turns
+    worked out from the details of every unit; None when a unit of that leg is not among them (in a caller's READ
+    COMMITTED transaction each statement reads a snapshot of its own; recall's own reads one): the dense statement
+    then runs again with its details, as for a larger project."""
+    with tracing.span("memory.recall.legs") as span:
+        rows = ranked.fetchall()  # the serving model first, then the leg in rank order
+        model_key, dense = rows[0][0], [tuple(row[1:]) for row in rows if row[1] is not None]
+        if not all(row[0] in found.details for row in dense):
+            return None
+        near = neighbours(dense, found.details)
+        tracing.record(span, dense=len(dense), sparse=0, near=len(near), rows=len(dense), text_hits=0,
+                       planned=found.planned)
+    return found._replace(model_key=model_key, dense=dense, near=list(dict.fromkeys(found.near + near)))
 
 
 def merged(found: Candidates, dense: Candidates) -> Candidates:
@@ -168,7 +179,8 @@ def seedable(found: Candidates) -> set[str]:
 
 
 def statement_params(params: dict[str, Any], vector: Any, sparse: bool) -> dict[str, Any]:
-    """The parameters of recall/candidates (and of recall/dense, its dense leg alone, which bench/recall.py times)."""
+    """The parameters of recall/candidates (and of recall/dense, its dense leg alone, which a small project's request
+    sends after the encode and bench/recall.py times)."""
     return {**params, **embeddings.SERVING_MODEL_PARAMS, "vector": vector, "dense": vector is not None,
             "sparse": sparse, "window": V.CONTEXT_WINDOW, "seed_rank": V.CONTEXT_SEED_RANK,
             "hnsw_min": V.HNSW_MIN_PROJECT_UNITS, "text_index_min": V.TEXT_INDEX_MIN_PROJECT_UNITS,

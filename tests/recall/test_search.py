@@ -17,9 +17,16 @@ from memory_assets import authz, curation, database, embeddings, gates, lifecycl
 from memory_assets import vocabulary as V
 from memory_assets.errors import ValidationError
 from memory_assets.recall import expansion, recall
-from memory_assets.recall.legs import candidates, candidates_while_encoding, seedable, statement_params
+from memory_assets.recall.legs import (
+    candidates,
+    candidates_while_encoding,
+    merged,
+    received,
+    seedable,
+    statement_params,
+)
 from memory_assets.recall.request import request_params, tsquery_terms
-from tests.cases import READS_ITS_SOURCES, embed_all, service_facts
+from tests.cases import READS_ITS_SOURCES, T2, embed_all, service_facts
 from tests.cases import SERVING_MODEL as T1
 
 
@@ -1070,14 +1077,14 @@ def test_the_two_statements_merged_are_the_candidates_of_the_one(mem, conn, embe
     RECALL_ALL_DETAILS_MAX_UNITS units the full-text statement details every unit recall may return (never another
     persona's private turn, nor one the filters leave out) and the dense statement is the leg alone, whose seeds'
     neighbours come from those details; above, the dense statement details its own."""
-    monkeypatch.setattr(V, "CONTEXT_SEED_RANK", 2)
-    monkeypatch.setattr(V, "CONTEXT_WINDOW", 1)
+    monkeypatch.setattr(V, "CONTEXT_SEED_RANK", 3)
+    monkeypatch.setattr(V, "CONTEXT_WINDOW", 2)
     monkeypatch.setattr(V, "RECALL_CANDIDATES", 3)  # a leg's units the other statement reads nothing of
     monkeypatch.setattr(V, "RECALL_ALL_DETAILS_MAX_UNITS", all_details_max)
     day = datetime.now(UTC) - timedelta(days=3)
     for text in ("the kettle ZX-81 needs descaling once a month", "invoice 2231 for asset ZX-81 lists a descaling fee",
                  "the printer queue was cleared", "private", "nobody wrote down how often the ZX81 gets decalcified",
-                 "lunch moves to noon", "gotcha", "the ZX81 decalcification interval is not documented",
+                 "lunch moves to noon", "env", "the ZX81 decalcification interval is not documented",
                  "semantic", "mineral build-up in boilers goes with citric acid"):
         if text == "semantic":  # a fact, no turn: it has details, and is no one's neighbour
             mem.remember(project="acme", kind="note", type="semantic", title="The ZX-81 descaling fact.",
@@ -1086,22 +1093,26 @@ def test_the_two_statements_merged_are_the_candidates_of_the_one(mem, conn, embe
             mem.remember(project="acme", kind="note", type="episodic", title="Ops: the ZX-81 descaling log.",
                          body="Ops: the ZX-81 descaling log is in the private wiki.", valid_from=day,
                          session_id="S-1", persona="ops", visibility="private")
-        elif text == "gotcha":  # a turn of S-1 the request's kinds leave out
-            mem.remember(project="acme", kind="gotcha", type="episodic", title="Lead: the ZX-81 descaling schedule.",
-                         body="Lead: the ZX-81 descaling schedule is pinned.", valid_from=day, session_id="S-1",
-                         persona="lead")
+        elif text == "env":  # a turn of S-1 the request's kinds leave out
+            assert mem.remember(project="acme", kind="env", type="episodic", title="Lead: the descaling schedule.",
+                                body="Lead: the ZX-81 descaling schedule is pinned.", valid_from=day,
+                                session_id="S-1", persona="lead").token
         else:
             standup(mem, day, f"Lead: {text}.", "S-1")
     embed_all(conn, embedder)
     query = "how frequently must the ZX-81 get descaled"
     vector = memory_assets.api.encode_query(T1, query)
     params = request_params("acme", tsquery_terms(query), 3, datetime.now(UTC), False, kinds=["note"], reader="api")
+    merges = []
+    monkeypatch.setattr("memory_assets.recall.legs.merged", lambda *found: merges.append(found) or merged(*found))
     with conn.pipeline(), authz.scoped(conn, authz.Actor.reader("acme")):
         one = candidates(conn, params, T1, vector, True)
         two, encoded = candidates_while_encoding(conn, params, T1, lambda: vector)
     assert encoded is vector
+    assert len(merges) == (0 if all_details_max else 1)  # the leg alone, or the two statements merged
     seeds = [{row[0] for row in leg[: V.CONTEXT_SEED_RANK] if row[2]} for leg in (one.dense, one.sparse)]
-    assert seeds[0] != seeds[1] and seeds[0] and seeds[1], seeds  # each leg brings neighbours of its own
+    assert seeds[0] - seeds[1] and seeds[1] - seeds[0], seeds  # each leg brings neighbours of its own
+    assert {row[0] for row in one.near} & (seeds[0] - seeds[1])  # the dense leg's own seeds have neighbours
     dense_side = {row[0] for row in one.dense} | {row[1] for row in one.near if row[0] in seeds[0]}
     assert set(one.details) - dense_side, one.details  # units only the full-text statement details
     assert (two.model_key, two.units, two.dense, two.sparse, two.text_hits) == (
@@ -1111,14 +1122,16 @@ def test_the_two_statements_merged_are_the_candidates_of_the_one(mem, conn, embe
     numbers = {str(unit_id): number for unit_id, number in conn.execute(
         "SELECT id, number FROM memory_units WHERE project = 'acme' AND kind = 'note' AND private_to IS NULL"
         ).fetchall()}
-    assert len(numbers) == 8 and {details["number"] for details in one.details.values()} <= set(numbers.values())
+    assert sorted(numbers.values()) == [1, 2, 3, 5, 6, 8, 9, 10]  # not the private turn (4) nor the env one (7)
     assert set(two.details) == (set(numbers) if all_details_max else set(one.details))
-    assert {numbers[row[1]] for row in one.near} <= {1, 2, 3, 5, 6, 8, 10}  # the private turn (4), the gotcha (7)
-    # and the fact (9) are nobody's neighbours
+    pairs = {(numbers[seed], numbers[turn]) for seed, turn, _ in one.near}
+    (dense_seed,) = {numbers[seed] for seed in seeds[0] - seeds[1]}
+    assert dense_seed == 8 and {turn for seed, turn in pairs if seed == 8} == {6, 10}  # not 7 (env) nor 9 (a fact)
+    assert not {4, 7, 9} & {number for pair in pairs for number in pair}
 
 
 def test_a_unit_the_full_text_statement_did_not_see_gets_its_details_from_the_dense_statement(mem, conn, clean,
-                                                                                              embedder):
+                                                                                              embedder, monkeypatch):
     """Inside a caller's READ COMMITTED transaction each statement reads a snapshot of its own: a unit written and
     embedded while the question encodes is in the dense leg but not among the details the full-text statement gave
     of every unit, so the dense statement runs again with its details, as for a larger project."""
@@ -1129,10 +1142,7 @@ def test_a_unit_the_full_text_statement_did_not_see_gets_its_details_from_the_de
     params = request_params("acme", tsquery_terms(query), 8, later, False, reader="api")
 
     def written_meanwhile():
-        deadline = time.monotonic() + 5  # the full-text answer in first: its statement read the store before
-        while conn.pgconn.is_busy() and time.monotonic() < deadline:
-            conn.pgconn.consume_input()
-            time.sleep(0.01)
+        answered(conn)  # the full-text answer in first: its statement read the store before
         mem.remember(project="acme", kind="note", type="semantic", title="ZX-81 descaling cadence",
                      body="The ZX-81 is descaled every second Monday.")
         with psycopg.connect(clean, **database.connection_kwargs()) as other:
@@ -1140,11 +1150,44 @@ def test_a_unit_the_full_text_statement_did_not_see_gets_its_details_from_the_de
             embed_all(other, embedder)
         return vector
 
+    answers, merges = [], []
+    monkeypatch.setattr("memory_assets.recall.legs.received",
+                        lambda *args: answers.append(received(*args)) or answers[-1])
+    monkeypatch.setattr("memory_assets.recall.legs.merged", lambda *found: merges.append(found) or merged(*found))
     with conn.pipeline(), authz.scoped(conn, authz.Actor.reader("acme")):  # READ COMMITTED: no one snapshot
         found, _ = candidates_while_encoding(conn, params, T1, written_meanwhile)
     (new_unit,) = [str(row[0]) for row in conn.execute(
         "SELECT id FROM memory_units WHERE title = 'ZX-81 descaling cadence'").fetchall()]
+    assert new_unit not in answers[0].details and len(merges) == 1  # the full-text answer without it: merged
     assert new_unit in {row[0] for row in found.dense} and new_unit in found.details
+
+
+def test_a_serving_model_switched_between_the_two_statements_is_seen_by_the_dense_one(mem, conn, embedder):
+    """Inside a caller's READ COMMITTED transaction, a serving model switched after the full-text statement read it:
+    the dense leg alone says which model serves now (and has no rows), so recall notes the switch instead of a
+    model without vectors."""
+    conversation(mem, conn, embedder)
+    query = "how often is the ZX-81 descaled"
+    vector = memory_assets.api.encode_query(T1, query)
+    params = request_params("acme", tsquery_terms(query), 8, datetime.now(UTC), False, reader="api")
+
+    def switched_meanwhile():
+        answered(conn)
+        mem.set_serving_model(T2)
+        return vector
+
+    with conn.pipeline(), authz.scoped(conn, authz.Actor.reader("acme")):  # READ COMMITTED: no one snapshot
+        found, _ = candidates_while_encoding(conn, params, T1, switched_meanwhile)
+    assert (found.model_key, found.dense) == (T2, []) and found.sparse
+
+
+def answered(conn, seconds: float = 5) -> None:
+    """Wait until the server has answered every statement the connection sent (a pipelined request's first answer
+    in before another connection writes)."""
+    deadline = time.monotonic() + seconds
+    while conn.pgconn.is_busy() and time.monotonic() < deadline:
+        conn.pgconn.consume_input()
+        time.sleep(0.01)
 
 
 def test_a_unit_forgotten_while_the_question_encodes_is_read_as_of_the_requests_one_snapshot(mem, conn, clean,

@@ -91,9 +91,9 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
         LIMIT 2 * %(window)s) AS n
     WHERE c.id IN (SELECT unit_id FROM seedable) AND c.type = 'episodic' AND %(window)s > 0
 ), pool AS MATERIALIZED (  -- one row per unit: its rank and score in each leg, the candidates it neighbours; with
-                              -- %(all_details)s, in a project of at most %(all_details_max)s units, also every unit
-                              -- recall may return (the full-text statement sent before the question is encoded details
-                              -- them all, so the dense leg after the encode is its rows alone: legs.py)
+                           -- %(all_details)s, in a project of at most %(all_details_max)s numbered units, also every
+                           -- unit recall may return (the full-text statement sent before the question is encoded
+                           -- details them all, so the dense leg after the encode is its rows alone: legs.py)
     SELECT r.unit_id, max(r.distance) AS distance, max(r.dense_rank) AS dense_rank, max(r.score) AS score,
            max(r.sparse_rank) AS sparse_rank,
            array_agg(r.of_id::text ORDER BY r.of_id) FILTER (WHERE r.of_id IS NOT NULL) AS near_of,
