@@ -13,7 +13,7 @@ from memory_assets import vocabulary as V
 from memory_assets.api import Memory
 from memory_assets.cli import main
 from memory_assets.ledger import capture
-from tests.cases import full_text_merged, units_analysed, units_counted
+from tests.cases import full_text_merged, service_facts, units_analysed, units_counted
 
 GOOD = {"project": "acme", "kind": "env", "type": "semantic", "title": "Staging needs TLS",
         "body": "Staging PostgreSQL requires sslmode=require because the proxy refuses plain TCP."}
@@ -351,8 +351,7 @@ def test_an_import_into_a_store_its_batches_leave_under_the_threshold_analyses_a
     an ANALYZE beside the fold that gave up leaves every row to the refresh after it."""
     conn = analysed_by_refreshes_only
     monkeypatch.setattr(V, "IMPORT_BATCH", 30)
-    capture.remember_many(conn, [gates.validate(**{**GOOD, "title": f"Fact {i}"}, task_id=f"T-{i}")
-                                 for i in range(300)])
+    capture.remember_many(conn, service_facts(300))
     assert database.refresh_statistics(conn, V.UNITS_TABLE) and full_text_merged(conn) == 0
     (tmp_path / "under.jsonl").write_text(fact_lines(60, "Line"))  # two batches, 60 rows: under 50 + 10% of 300
     analyses = units_analysed(conn)
@@ -369,8 +368,7 @@ def test_an_import_that_folds_nothing_refreshes_a_stale_store_as_before(tmp_path
     had: a store under the threshold is left alone, its pending full-text entries too, and one that other writes
     left past it is analysed and its pending entries merged."""
     conn = analysed_by_refreshes_only
-    facts = [gates.validate(**{**GOOD, "title": f"Fact {i}", "body": f"Service {i} needs 2 GiB."}, task_id=f"T-{i}")
-             for i in range(301)]
+    facts = service_facts(301)
     (tmp_path / "bad.jsonl").write_text("{not json\n")
     capture.remember_many(conn, facts[:1])
     analyses = units_analysed(conn)
