@@ -268,6 +268,23 @@ def table(header: list[str], rows: list[list[object]]) -> list[str]:
     return lines + ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
 
 
+def settled_lines(settled: dict | None) -> list[str]:
+    """The settled pass (each call after a pause, so no torch worker still spins from the call before): its table
+    and ratios, beside the back-to-back figures the goals read."""
+    if not settled:
+        return []
+    ratios = settled["ratios"]
+    lines = ["", f"Settled: the same questions asked again the same way, each call after a pause of "
+             f"{settled['pause_ms']:g} ms (back to back, a torch call's OpenMP worker spins on one of the cores for ~7 "
+             "ms after it; `docs/scaling.md` item 28). The goals read the back-to-back figures above.", ""]
+    lines += table(["system", "p50 ms", "p95 ms", "mean ms", "recall@10 of evidence"],
+                   [[name, s["p50_ms"], s["p95_ms"], s["mean_ms"], s["recall_at_10"]]
+                    for name, s in settled["systems"].items()])
+    return [*lines, "", f"Settled ratios: ours / mem0 p95 {ratios['ours_vs_mem0_p95']}{X} (p50 "
+            f"{ratios['ours_vs_mem0_p50']}{X}); ours / floor p95 {ratios['ours_vs_floor_p95']}{X} (p50 "
+            f"{ratios['ours_vs_floor_p50']}{X}); mem0 / floor p95 {ratios['mem0_vs_floor_p95']}{X}.", ""]
+
+
 def peer_section(peer: dict) -> list[str]:
     if "skipped" in peer:
         return [f"**Skipped:** {peer['skipped']}"]
@@ -294,6 +311,7 @@ def peer_section(peer: dict) -> list[str]:
               f"mem0 / floor p95 {ratios['mem0_vs_floor_p95']}{X}; "
               f"recall@10 ours / mem0 {ratios['recall_at_10_ours_vs_mem0']}{X}. The floor encodes with recall()'s "
               f"query encoder ({peer.get('query_encoder')}), the torch floor with the torch model mem0 runs.",
+              *settled_lines(peer.get("settled")),
               f"Ingest: memory-assets {peer['ingest']['memory_assets_s']} s for "
               f"{peer['ingest']['memory_assets_units']} units (gates, inbox, the asset graph incl. embedding); mem0 "
               f"{peer['ingest']['mem0']['seconds']} s for {peer['ingest']['mem0']['turns']} add() calls "

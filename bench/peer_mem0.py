@@ -7,6 +7,12 @@ always followed the same one. Each is asked once and cold: our query-vector cach
 of our calls, mem0 has none, and the floor encodes every question. mem0 runs with infer=False (no LLM: a sentinel
 counts any call), the same MiniLM weights through its huggingface embedder, and its pgvector store on its own
 embedded PostgreSQL; HF_HUB_OFFLINE is set and any socket connection to a non-loopback address is refused.
+
+A second pass asks every question again the same way, each call after a pause of --settle-ms. After a torch call its
+OpenMP worker spins on a core for ~7 ms, so back to back the call after mem0 or the torch floor starts with one core
+of two free. That slows most a call whose client and server run at once: ours, right after a torch encode, p50 11.4
+-> 15.3 ms, and 12.6 with a 20 ms pause between them (docs/scaling.md item 28). Calls from separate processes at an
+agent's pace never meet so.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ["MEM0_TELEMETRY"] = "False"  # read by mem0 on import: no PostHog client at all
 
-from bench.common import percentile, scratch_memory, write_result
+from bench.common import percentile, scratch_memory, timed, write_result
 from memory_assets import api, embeddings
 from memory_assets import vocabulary as V
 from memory_assets.database import query
@@ -46,6 +52,7 @@ REPO = Path(__file__).resolve().parent.parent
 DATA = REPO.parent / "shared" / "benchmarks" / "locomo" / "locomo_dev.json"
 SYSTEMS = ("memory_assets", "mem0", "floor", "floor_torch")
 MEM0_VERSION = "2.2.1"
+SETTLE_MS = 25  # the settled pass's pause before each call: past the ~7 ms a torch worker spins after a call
 SKIP_NO_PEER = ("mem0ai is not installed: the peer comparison is skipped. Install the optional extra "
                 "(.venv/bin/pip install -e '.[peer]') and run `make bench` again.")
 
@@ -231,9 +238,10 @@ def asking_order(question: int) -> tuple[str, ...]:
     return ORDERS[question % len(ORDERS)]
 
 
-def compare(mem, peer, qs: list, vectors: dict, model: str, k: int) -> dict:
-    """Ask each question of every system back to back, the order cycling through every permutation; latency and
-    evidence recall at k, and each system's p50 by the system asked just before it (none: asked first)."""
+def compare(mem, peer, qs: list, vectors: dict, model: str, k: int, pause_s: float = 0.0) -> dict:
+    """Ask each question of every system back to back (each call after a pause of `pause_s`, the settled pass), the
+    order cycling through every permutation; latency and evidence recall at k, and each system's p50 by the system
+    asked just before it (none: asked first)."""
     torch_encode = embeddings.Embedder(embeddings.model_spec(model), backend="torch").encode  # what mem0 runs
     our_encode = query_encoder(model).encode
 
@@ -265,6 +273,8 @@ def compare(mem, peer, qs: list, vectors: dict, model: str, k: int) -> dict:
     for i, q in enumerate(qs):
         before = "none"
         for name in asking_order(i):
+            if pause_s:
+                time.sleep(pause_s)
             start = time.perf_counter()
             ids = calls[name](q)
             latencies[name].append((time.perf_counter() - start) * 1000)
@@ -299,6 +309,8 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=0, help="the first N sessions of each (0: all)")
     parser.add_argument("--questions", type=int, default=0, help="at most N questions per conversation (0: all)")
     parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--settle-ms", type=float, default=SETTLE_MS,
+                        help="the settled pass's pause before each call (0: no settled pass)")
     args = parser.parse_args()
     if not peer_available():
         print(SKIP_NO_PEER, file=sys.stderr)
@@ -326,6 +338,9 @@ def main() -> None:
             load["before_questions"] = loadavg()
             systems = compare(mem, peer, qs, vectors, model, args.k)
             load["after_questions"] = loadavg()
+            settled_s, settled = (timed(compare, mem, peer, qs, vectors, model, args.k, args.settle_ms / 1000)
+                                  if args.settle_ms else (None, None))
+            load["after_settled"] = loadavg()
             llm_calls = peer.llm.calls
         finally:
             peer_server.cleanup()
@@ -335,6 +350,8 @@ def main() -> None:
         "data": Path(args.data).name, "units": "dialog", "k": args.k, "model": model,
         "conversations": len(samples), "questions": len(qs),
         "systems": systems, "ratios": ratios(systems),
+        "settled": settled and {"pause_ms": args.settle_ms, "seconds": round(settled_s, 2), "systems": settled,
+                                "ratios": ratios(settled)},
         "goals": {"ours_vs_mem0_p95_at_most": 0.5, "recall_at_10_ours_vs_mem0_at_least": 2.0,
                   "ours_vs_floor_p95_at_most": 1.5},
         "load_average": load,
@@ -356,7 +373,9 @@ def main() -> None:
                 "floor = encode the question with recall()'s own query encoder (uncached) + numpy dot product over "
                 "the conversation's stored vectors; floor_torch = the same with the torch model (what mem0's "
                 "huggingface embedder runs); recall "
-                "at 10 = share of a question's evidence dialog ids among the top 10's sources",
+                "at 10 = share of a question's evidence dialog ids among the top 10's sources; settled = the questions "
+                "asked again the same way, each call after a pause of pause_ms (a torch call's worker spins on a "
+                "core for ~7 ms after it)",
     })
 
 

@@ -130,6 +130,11 @@ def test_the_smoke_size_runs_every_part_and_writes_its_json_and_the_summary(tmp_
         assert peer["peer"]["llm_calls"] == 0
         assert peer["peer"]["network"]["non_loopback_connections_refused"] == 0
         assert peer["questions"] >= 1 and "ours_vs_mem0_p95" in peer["ratios"]
+        settled = peer["settled"]  # the questions asked again, each call after a pause
+        assert settled["pause_ms"] == peer_mem0.SETTLE_MS and set(settled["systems"]) == set(peer["systems"])
+        assert all(s["questions"] == peer["questions"] for s in settled["systems"].values())
+        assert settled["seconds"] >= peer["questions"] * len(peer_mem0.SYSTEMS) * peer_mem0.SETTLE_MS / 1000
+        assert "ours_vs_mem0_p95" in settled["ratios"] and "Settled ratios" in summary
         assert "## Side by side" in summary and "| mem0 |" in summary
     else:
         assert peer["skipped"] == peer_mem0.SKIP_NO_PEER and peer_mem0.SKIP_NO_PEER in summary
