@@ -23,6 +23,7 @@ from memory_assets.recall.legs import (
     merged,
     received,
     seedable,
+    send_candidates_context,
     statement_params,
 )
 from memory_assets.recall.request import request_params, tsquery_terms
@@ -1123,6 +1124,12 @@ def test_the_two_statements_merged_are_the_candidates_of_the_one(mem, conn, embe
     (dense_seed,) = {numbers[seed] for seed in seeds[0] - seeds[1]}
     assert dense_seed == 8 and {turn for seed, turn in pairs if seed == 8} == {6, 10}  # not 7 (env) nor 9 (a fact)
     assert not {4, 7, 9} & {number for pair in pairs for number in pair}
+    full_text = {**statement_params(params, None, True), "vector": vector, "all_details": True}
+    with conn.pipeline(), authz.scoped(conn, authz.Actor.reader("acme")):
+        statement, _ = send_candidates_context(conn, params, T1)
+        ids = [row[3] for row in database.execute_positional(conn, statement, full_text).fetchall()]
+    assert len(ids) == len(set(ids)), ids  # one row per unit, a candidate's or any other's: none read twice
+    assert set(ids) == set(numbers) if all_details_max else set(ids) < set(two.details)
 
 
 def test_a_unit_the_full_text_statement_did_not_see_gets_its_details_from_the_dense_statement(mem, conn, clean,

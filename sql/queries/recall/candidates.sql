@@ -90,10 +90,7 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
           AND u.id <> c.id AND u.type = 'episodic' AND {recall/_unit_filters}
         LIMIT 2 * %(window)s) AS n
     WHERE c.id IN (SELECT unit_id FROM seedable) AND c.type = 'episodic' AND %(window)s > 0
-), pool AS MATERIALIZED (  -- one row per unit: its rank and score in each leg, the candidates it neighbours; with
-                           -- %(all_details)s, in a project of at most %(all_details_max)s numbered units, also every
-                           -- unit recall may return (the full-text statement sent before the question is encoded
-                           -- details them all, so the dense leg after the encode is its rows alone: legs.py)
+), pool AS MATERIALIZED (  -- one row per candidate: its rank and score in each leg, the candidates it neighbours
     SELECT r.unit_id, max(r.distance) AS distance, max(r.dense_rank) AS dense_rank, max(r.score) AS score,
            max(r.sparse_rank) AS sparse_rank,
            array_agg(r.of_id::text ORDER BY r.of_id) FILTER (WHERE r.of_id IS NOT NULL) AS near_of,
@@ -101,16 +98,17 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
     FROM (SELECT unit_id, distance, rank AS dense_rank, NULL::float8 AS score, NULL::bigint AS sparse_rank,
                  NULL::uuid AS of_id, NULL::int AS turns FROM dense
           UNION ALL SELECT unit_id, NULL, NULL, score, rank, NULL, NULL FROM sparse
-          UNION ALL SELECT unit_id, NULL, NULL, NULL, NULL, of_id, distance FROM near
-          UNION ALL SELECT u.id, NULL, NULL, NULL, NULL, NULL, NULL FROM memory_units u
-          WHERE {recall/_unit_filters}
-            AND %(all_details)s::boolean AND (SELECT c.units <= %(all_details_max)s FROM ctx c)) AS r
+          UNION ALL SELECT unit_id, NULL, NULL, NULL, NULL, of_id, distance FROM near) AS r
     GROUP BY r.unit_id
 ), pooled AS (  -- the pool with its units' columns: under hnsw_min (the exact path) the project is small and its
                 -- units are one range of the project's key (LoCoMo: the statement 0.91x against the scan of the table
                 -- a hash join chose, or a probe per candidate); on the HNSW path one probe per candidate whatever the
                 -- plan guesses of the project's size (row-level security's scopes make it guess small: with the key,
-                -- a plan read all of a 6,000-unit project's units to join ~300 candidates)
+                -- a plan read all of a 6,000-unit project's units to join ~300 candidates). With %(all_details)s, in
+                -- a project of at most %(all_details_max)s numbered units, also every other unit recall may return,
+                -- with its columns as the scan reads them, neither grouped nor probed again (the full-text statement
+                -- sent before the question is encoded details them all, so the dense leg after the encode is its
+                -- rows alone: legs.py)
     SELECT {recall/_pooled_columns}
     FROM pool p JOIN memory_units u ON u.id = p.unit_id AND u.project = %(project)s
     WHERE (SELECT c.units < %(hnsw_min)s FROM ctx c)
@@ -118,6 +116,13 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
     SELECT {recall/_pooled_columns}
     FROM pool p CROSS JOIN LATERAL (SELECT * FROM memory_units u WHERE u.id = p.unit_id LIMIT 1) AS u
     WHERE (SELECT c.units >= %(hnsw_min)s FROM ctx c)
+    UNION ALL
+    SELECT u.id, NULL::float8, NULL::bigint, NULL::float8, NULL::bigint, NULL::text[], NULL::int[],
+           {recall/_unit_columns}
+    FROM memory_units u
+    WHERE {recall/_unit_filters}
+      AND %(all_details)s::boolean AND (SELECT c.units <= %(all_details_max)s FROM ctx c)
+      AND NOT EXISTS (SELECT FROM pool p WHERE p.unit_id = u.id)
 )
 SELECT ctx.model_key, ctx.units, (SELECT count(*) FROM hits) AS text_hits, u.unit_id::text, u.distance,
        u.dense_rank, u.score, u.sparse_rank,
