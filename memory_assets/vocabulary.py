@@ -292,10 +292,10 @@ RECALL_MAX_K = 100
 RECALL_CANDIDATES = 200     # rows each leg contributes before fusion (LoCoMo dev R@10: 100 -> 0.783, 200 -> 0.791)
 # A project of at most this many numbered units (memory_projects.last_number: forgotten and retired ones count) has
 # every unit recall may return detailed by the full-text statement sent before the question is encoded, so the dense
-# statement after the encode is its leg alone (~1.3 against ~2.9 ms on LoCoMo's ~590-unit conversations); each
-# further unit costs that statement ~5 us, which the encode hid below ~1,000 units on a 2-vCPU Xeon (1.02x there;
-# docs/scaling.md item 27)
-RECALL_ALL_DETAILS_MAX_UNITS = 700
+# statement after the encode is its leg alone (~1.3 against ~2.9 ms on LoCoMo's ~590-unit conversations); the
+# further units cost that statement less than the encode hides below ~1,230 units on a 2-vCPU Xeon since they are
+# read once (0.92x at 1,000 units, 1.03x at 1,311; docs/scaling.md items 27 and 29)
+RECALL_ALL_DETAILS_MAX_UNITS = 1_000
 RECALL_MAX_QUERY_CHARS = 2000
 RECALL_MAX_QUERY_TERMS = 32 # a long query cannot make the full-text leg scan everything
 # Fusion: each leg's scores min-max normalised and weighted (score fusion), mixed with weighted reciprocal rank
