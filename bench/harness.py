@@ -276,8 +276,9 @@ def settled_lines(settled: dict | None) -> list[str]:
         return []
     ratios = settled["ratios"]
     lines = ["", f"Settled: the same questions asked again the same way, each call after a pause of "
-             f"{settled['pause_ms']:g} ms (back to back, a torch call's OpenMP worker spins on one of the cores for ~7 "
-             "ms after it; `docs/scaling.md` item 28). The goals read the back-to-back figures above.", ""]
+             f"{settled['pause_ms']:g} ms, the two passes interleaved per question (back to back, a torch call's "
+             "OpenMP worker spins on one of the cores for ~7 ms after it; `docs/scaling.md` item 28). The goals read "
+             "the back-to-back figures above.", ""]
     lines += table(["system", "p50 ms", "p95 ms", "mean ms", "recall@10 of evidence"],
                    [[name, s["p50_ms"], s["p95_ms"], s["mean_ms"], s["recall_at_10"]]
                     for name, s in settled["systems"].items()])

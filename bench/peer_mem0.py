@@ -3,16 +3,17 @@
 Every question goes to every system back to back, the order cycling through every permutation of the systems, so
 each follows each other one equally often and the machine's noise falls on all alike: a call slows down after
 another system's model (its threads still spinning, the caches refilled), and with a plain rotation each system
-always followed the same one. Each is asked once and cold: our query-vector cache is emptied before each
+always followed the same one. Each is asked once a pass and cold: our query-vector cache is emptied before each
 of our calls, mem0 has none, and the floor encodes every question. mem0 runs with infer=False (no LLM: a sentinel
 counts any call), the same MiniLM weights through its huggingface embedder, and its pgvector store on its own
 embedded PostgreSQL; HF_HUB_OFFLINE is set and any socket connection to a non-loopback address is refused.
 
-A second pass asks every question again the same way, each call after a pause of --settle-ms. After a torch call its
-OpenMP worker spins on a core for ~7 ms, so back to back the call after mem0 or the torch floor starts with one core
-of two free. That slows most a call whose client and server run at once: ours, right after a torch encode, p50 11.4
--> 15.3 ms, and 12.6 with a 20 ms pause between them (docs/scaling.md item 28). Calls from separate processes at an
-agent's pace never meet so.
+A settled pass asks every question again the same way, each call after a pause of --settle-ms, the two passes
+interleaved question by question (which goes first alternating), so the machine's drift falls on both alike. After a
+torch call its OpenMP worker spins on a core for ~7 ms, so back to back the call after mem0 or the torch floor starts
+with one core of two free. That slows most a call whose client and server run at once: ours, right after a torch
+encode, p50 11.4 -> 15.3 ms, and 12.6 with a 20 ms pause between them (docs/scaling.md item 28). Calls from separate
+processes at an agent's pace never meet so.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ["MEM0_TELEMETRY"] = "False"  # read by mem0 on import: no PostHog client at all
 
-from bench.common import percentile, scratch_memory, timed, write_result
+from bench.common import percentile, scratch_memory, write_result
 from memory_assets import api, embeddings
 from memory_assets import vocabulary as V
 from memory_assets.database import query
@@ -238,10 +239,11 @@ def asking_order(question: int) -> tuple[str, ...]:
     return ORDERS[question % len(ORDERS)]
 
 
-def compare(mem, peer, qs: list, vectors: dict, model: str, k: int, pause_s: float = 0.0) -> dict:
-    """Ask each question of every system back to back (each call after a pause of `pause_s`, the settled pass), the
-    order cycling through every permutation; latency and evidence recall at k, and each system's p50 by the system
-    asked just before it (none: asked first)."""
+def compare(mem, peer, qs: list, vectors: dict, model: str, k: int, pauses: tuple[float, ...] = (0.0,)) -> dict:
+    """Ask each question of every system back to back, once per pass (each call of a pass after its pause in seconds:
+    0 back to back, more in the settled pass; the passes interleaved per question, which goes first alternating), the
+    order cycling through every permutation. Per pause: each system's latency and evidence recall at k, its p50 and
+    p95 by the system asked just before it (none: asked first), and the pass's seconds, pauses included."""
     torch_encode = embeddings.Embedder(embeddings.model_spec(model), backend="torch").encode  # what mem0 runs
     our_encode = query_encoder(model).encode
 
@@ -267,24 +269,28 @@ def compare(mem, peer, qs: list, vectors: dict, model: str, k: int, pause_s: flo
     first = qs[0]
     for name in SYSTEMS:  # the first call of each pays for connections and plans, not for a question
         calls[name](type(first)(first.project, "warm up", first.category, first.evidence, first.as_of))
-    latencies: dict[str, list[float]] = {name: [] for name in SYSTEMS}
-    found: dict[str, list[float]] = {name: [] for name in SYSTEMS}
-    after: dict[str, dict[str, list[float]]] = {name: {} for name in SYSTEMS}
+    latencies = {pause: {name: [] for name in SYSTEMS} for pause in pauses}
+    found = {pause: {name: [] for name in SYSTEMS} for pause in pauses}
+    after: dict[float, dict[str, dict[str, list[float]]]] = {pause: {name: {} for name in SYSTEMS} for pause in pauses}
+    seconds = dict.fromkeys(pauses, 0.0)
     for i, q in enumerate(qs):
-        before = "none"
-        for name in asking_order(i):
-            if pause_s:
-                time.sleep(pause_s)
-            start = time.perf_counter()
-            ids = calls[name](q)
-            latencies[name].append((time.perf_counter() - start) * 1000)
-            found[name].append(len(ids & q.evidence) / len(q.evidence))
-            after[name].setdefault(before, []).append(latencies[name][-1])
-            before = name
-    return {name: {**summary(latencies[name], found[name]),
-                   "p50_ms_after": {b: round(statistics.median(v), 2) for b, v in sorted(after[name].items())},
-                   "p95_ms_after": {b: round(percentile(v, 0.95), 2) for b, v in sorted(after[name].items())}}
-            for name in SYSTEMS}
+        for pause in pauses if i % 2 == 0 else pauses[::-1]:
+            before, began = "none", time.perf_counter()
+            for name in asking_order(i):
+                if pause:
+                    time.sleep(pause)
+                start = time.perf_counter()
+                ids = calls[name](q)
+                latencies[pause][name].append((time.perf_counter() - start) * 1000)
+                found[pause][name].append(len(ids & q.evidence) / len(q.evidence))
+                after[pause][name].setdefault(before, []).append(latencies[pause][name][-1])
+                before = name
+            seconds[pause] += time.perf_counter() - began
+    return {pause: {"seconds": round(seconds[pause], 2), "systems": {name: {
+        **summary(latencies[pause][name], found[pause][name]),
+        "p50_ms_after": {b: round(statistics.median(v), 2) for b, v in sorted(after[pause][name].items())},
+        "p95_ms_after": {b: round(percentile(v, 0.95), 2) for b, v in sorted(after[pause][name].items())}}
+        for name in SYSTEMS}} for pause in pauses}
 
 
 def ratios(systems: dict) -> dict:
@@ -336,11 +342,9 @@ def main() -> None:
             qs = [q for sample in samples for q in locomo.questions(sample, "dialog")[0]]
             vectors = conversation_vectors(mem, sorted({q.project for q in qs}), model)
             load["before_questions"] = loadavg()
-            systems = compare(mem, peer, qs, vectors, model, args.k)
+            pause = args.settle_ms / 1000
+            passes = compare(mem, peer, qs, vectors, model, args.k, (0.0, pause) if pause else (0.0,))
             load["after_questions"] = loadavg()
-            settled_s, settled = (timed(compare, mem, peer, qs, vectors, model, args.k, args.settle_ms / 1000)
-                                  if args.settle_ms else (None, None))
-            load["after_settled"] = loadavg()
             llm_calls = peer.llm.calls
         finally:
             peer_server.cleanup()
@@ -349,9 +353,9 @@ def main() -> None:
     write_result("peer", {
         "data": Path(args.data).name, "units": "dialog", "k": args.k, "model": model,
         "conversations": len(samples), "questions": len(qs),
-        "systems": systems, "ratios": ratios(systems),
-        "settled": settled and {"pause_ms": args.settle_ms, "seconds": round(settled_s, 2), "systems": settled,
-                                "ratios": ratios(settled)},
+        "systems": passes[0.0]["systems"], "ratios": ratios(passes[0.0]["systems"]),
+        "settled": {"pause_ms": args.settle_ms, **passes[pause], "ratios": ratios(passes[pause]["systems"])}
+        if pause else None,
         "goals": {"ours_vs_mem0_p95_at_most": 0.5, "recall_at_10_ours_vs_mem0_at_least": 2.0,
                   "ours_vs_floor_p95_at_most": 1.5},
         "load_average": load,
@@ -375,7 +379,7 @@ def main() -> None:
                 "huggingface embedder runs); recall "
                 "at 10 = share of a question's evidence dialog ids among the top 10's sources; settled = the questions "
                 "asked again the same way, each call after a pause of pause_ms (a torch call's worker spins on a "
-                "core for ~7 ms after it)",
+                "core for ~7 ms after it), the two passes interleaved per question",
     })
 
 

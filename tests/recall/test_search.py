@@ -1129,7 +1129,10 @@ def test_the_two_statements_merged_are_the_candidates_of_the_one(mem, conn, embe
         statement, _ = send_candidates_context(conn, params, T1)
         ids = [row[3] for row in database.execute_positional(conn, statement, full_text).fetchall()]
     assert len(ids) == len(set(ids)), ids  # one row per unit, a candidate's or any other's: none read twice
-    assert set(ids) == set(numbers) if all_details_max else set(ids) < set(two.details)
+    assert (set(ids) == set(numbers)) if all_details_max else (set(ids) < set(two.details))
+    if all_details_max:  # units the full-text statement read outside its legs' pool: their details compared above
+        full_text_side = {row[0] for row in one.sparse} | {row[1] for row in one.near if row[0] in seeds[1]}
+        assert set(numbers) - full_text_side and set(numbers) - full_text_side <= set(one.details)
 
 
 def test_a_unit_the_full_text_statement_did_not_see_gets_its_details_from_the_dense_statement(mem, conn, clean,

@@ -91,6 +91,7 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
         LIMIT 2 * %(window)s) AS n
     WHERE c.id IN (SELECT unit_id FROM seedable) AND c.type = 'episodic' AND %(window)s > 0
 ), pool AS MATERIALIZED (  -- one row per candidate: its rank and score in each leg, the candidates it neighbours
+                           -- (its columns' types are spelled again in the NULLs of pooled's third branch)
     SELECT r.unit_id, max(r.distance) AS distance, max(r.dense_rank) AS dense_rank, max(r.score) AS score,
            max(r.sparse_rank) AS sparse_rank,
            array_agg(r.of_id::text ORDER BY r.of_id) FILTER (WHERE r.of_id IS NOT NULL) AS near_of,
