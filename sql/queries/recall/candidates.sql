@@ -110,11 +110,11 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
                 -- with its columns as the scan reads them, neither grouped nor probed again (the full-text statement
                 -- sent before the question is encoded details them all, so the dense leg after the encode is its
                 -- rows alone: legs.py)
-    SELECT {recall/_pooled_columns}
+    SELECT p.*, {recall/_unit_columns}
     FROM pool p JOIN memory_units u ON u.id = p.unit_id AND u.project = %(project)s
     WHERE (SELECT c.units < %(hnsw_min)s FROM ctx c)
     UNION ALL
-    SELECT {recall/_pooled_columns}
+    SELECT p.*, {recall/_unit_columns}
     FROM pool p CROSS JOIN LATERAL (SELECT * FROM memory_units u WHERE u.id = p.unit_id LIMIT 1) AS u
     WHERE (SELECT c.units >= %(hnsw_min)s FROM ctx c)
     UNION ALL
