@@ -69,16 +69,17 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
         return received(conn, params["project"], planned, sparse_sent), None
     first = one(sparse_sent)  # that answer fetched alone (a fetch waits for the answer of every statement sent so
     # far), its rows parsed below while the server runs the dense leg
+    dense = statement_params(params, vector, False)
     found = None
     if int(first[1]) <= full_text["all_details_max"]:  # every unit recall may return detailed: the leg alone
         dense_alone, _ = project_plan(conn, embeddings.model_query("recall/dense", model_key), params["project"])
-        ranked = execute_positional(conn, dense_alone, statement_params(params, vector, False))  # planned as the
-        # candidates statement (the same project on the same connection)
+        ranked = execute_positional(conn, dense_alone, dense)  # planned as the candidates statement (the same
+        # project on the same connection)
         found = received(conn, params["project"], planned, sparse_sent, first)
         alone = leg_alone(ranked, found)
         if alone is not None:
             return alone, vector
-    dense_sent = execute_positional(conn, statement, statement_params(params, vector, False))
+    dense_sent = execute_positional(conn, statement, dense)
     if found is None:
         found = received(conn, params["project"], planned, sparse_sent, first)
     return merged(found, received(conn, params["project"], planned, dense_sent)), vector
