@@ -23,8 +23,8 @@ from memory_assets.recall.legs import (
     merged,
     received,
     seedable,
-    send_candidates_context,
     statement_params,
+    unpack,
 )
 from memory_assets.recall.request import request_params, tsquery_terms
 from tests.cases import READS_ITS_SOURCES, T2, embed_all, service_facts
@@ -1101,8 +1101,11 @@ def test_the_two_statements_merged_are_the_candidates_of_the_one(mem, conn, embe
     params = request_params("acme", tsquery_terms(query), 3, datetime.now(UTC), False, kinds=["note"], reader="api")
     merges = []
     monkeypatch.setattr("memory_assets.recall.legs.merged", lambda *found: merges.append(found) or merged(*found))
+    unpacked = []  # the rows of each statement the two-statement path received, the full-text one's first
     with conn.pipeline(), authz.scoped(conn, authz.Actor.reader("acme")):
         one = candidates(conn, params, T1, vector, True)
+        monkeypatch.setattr("memory_assets.recall.legs.unpack",
+                            lambda rows, planned: unpacked.append(rows) or unpack(rows, planned))
         two, encoded = candidates_while_encoding(conn, params, T1, lambda: vector)
     assert encoded is vector
     assert len(merges) == (0 if all_details_max else 1)  # the leg alone, or the two statements merged
@@ -1124,10 +1127,7 @@ def test_the_two_statements_merged_are_the_candidates_of_the_one(mem, conn, embe
     (dense_seed,) = {numbers[seed] for seed in seeds[0] - seeds[1]}
     assert dense_seed == 8 and {turn for seed, turn in pairs if seed == 8} == {6, 10}  # not 7 (env) nor 9 (a fact)
     assert not {4, 7, 9} & {number for pair in pairs for number in pair}
-    full_text = {**statement_params(params, None, True), "vector": vector, "all_details": True}
-    with conn.pipeline(), authz.scoped(conn, authz.Actor.reader("acme")):
-        statement, _ = send_candidates_context(conn, params, T1)
-        ids = [row[3] for row in database.execute_positional(conn, statement, full_text).fetchall()]
+    ids = [row[3] for row in unpacked[0]]  # the full-text statement's rows, as recall received them
     assert len(ids) == len(set(ids)), ids  # one row per unit, a candidate's or any other's: none read twice
     assert (set(ids) == set(numbers)) if all_details_max else (set(ids) < set(two.details))
     if all_details_max:  # units the full-text statement read outside its legs' pool: their details compared above
