@@ -274,17 +274,25 @@ def settled_lines(settled: dict | None) -> list[str]:
     and ratios, beside the back-to-back figures the goals read."""
     if not settled:
         return []
-    ratios = settled["ratios"]
     lines = ["", f"Settled: the same questions asked again the same way, each call after a pause of "
              f"{settled['pause_ms']:g} ms, the two passes interleaved per question (back to back, a torch call's "
              "OpenMP worker spins on one of the cores for ~7 ms after it; `docs/scaling.md` item 28). The goals read "
              "the back-to-back figures above.", ""]
-    lines += table(["system", "p50 ms", "p95 ms", "mean ms", "recall@10 of evidence"],
-                   [[name, s["p50_ms"], s["p95_ms"], s["mean_ms"], s["recall_at_10"]]
-                    for name, s in settled["systems"].items()])
-    return [*lines, "", f"Settled ratios: ours / mem0 p95 {ratios['ours_vs_mem0_p95']}{X} (p50 "
-            f"{ratios['ours_vs_mem0_p50']}{X}); ours / floor p95 {ratios['ours_vs_floor_p95']}{X} (p50 "
-            f"{ratios['ours_vs_floor_p50']}{X}); mem0 / floor p95 {ratios['mem0_vs_floor_p95']}{X}.", ""]
+    return [*lines, *systems_table(settled["systems"]), "", f"Settled ratios: {timing_ratios(settled['ratios'])}.",
+            ""]
+
+
+def systems_table(systems: dict) -> list[str]:
+    """One pass's latency and evidence recall per system, as a table."""
+    return table(["system", "p50 ms", "p95 ms", "mean ms", "recall@10 of evidence"],
+                 [[name, s["p50_ms"], s["p95_ms"], s["mean_ms"], s["recall_at_10"]] for name, s in systems.items()])
+
+
+def timing_ratios(ratios: dict) -> str:
+    """One pass's latency ratios: ours to mem0 and ours and mem0 to the floor."""
+    return (f"ours / mem0 p95 {ratios['ours_vs_mem0_p95']}{X} (p50 {ratios['ours_vs_mem0_p50']}{X}); "
+            f"ours / floor p95 {ratios['ours_vs_floor_p95']}{X} (p50 {ratios['ours_vs_floor_p50']}{X}); "
+            f"mem0 / floor p95 {ratios['mem0_vs_floor_p95']}{X}")
 
 
 def peer_section(peer: dict) -> list[str]:
@@ -296,8 +304,7 @@ def peer_section(peer: dict) -> list[str]:
              f"{peer['peer']['network']['non_loopback_connections_refused']} non-loopback connections refused). "
              f"Load average (1/5/15 min) before the questions {peer['load_average'].get('before_questions')}, "
              f"after {peer['load_average'].get('after_questions')}.", ""]
-    lines += table(["system", "p50 ms", "p95 ms", "mean ms", "recall@10 of evidence"],
-                   [[name, s["p50_ms"], s["p95_ms"], s["mean_ms"], s["recall_at_10"]] for name, s in systems.items()])
+    lines += systems_table(systems)
     befores = ["none", *systems]
     for stat in ("p50", "p95"):
         if all(f"{stat}_ms_after" in s for s in systems.values()):
@@ -307,10 +314,8 @@ def peer_section(peer: dict) -> list[str]:
                            [[name, *(s[f"{stat}_ms_after"].get(b, "") for b in befores)]
                             for name, s in systems.items()])
     ratios = peer["ratios"]
-    lines += ["", f"Ratios: ours / mem0 p95 {ratios['ours_vs_mem0_p95']}{X} (p50 {ratios['ours_vs_mem0_p50']}{X}); "
-              f"ours / floor p95 {ratios['ours_vs_floor_p95']}{X} (p50 {ratios['ours_vs_floor_p50']}{X}); "
+    lines += ["", f"Ratios: {timing_ratios(ratios)}; "
               f"ours / torch floor p95 {ratios.get('ours_vs_floor_torch_p95')}{X}; "
-              f"mem0 / floor p95 {ratios['mem0_vs_floor_p95']}{X}; "
               f"recall@10 ours / mem0 {ratios['recall_at_10_ours_vs_mem0']}{X}. The floor encodes with recall()'s "
               f"query encoder ({peer.get('query_encoder')}), the torch floor with the torch model mem0 runs.",
               *settled_lines(peer.get("settled")),
