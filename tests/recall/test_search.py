@@ -1135,6 +1135,56 @@ def test_the_two_statements_merged_are_the_candidates_of_the_one(mem, conn, embe
         assert set(numbers) - full_text_side and set(numbers) - full_text_side <= set(one.details)
 
 
+DECAY_INDEX_SCANS = """
+SELECT i, pg_stat_get_xact_numscans(i::regclass) FROM unnest(ARRAY['decay_scores_project_day', 'decay_scores_unit_day'])
+AS i"""  # this transaction's scans of each index, as counted so far
+
+
+@pytest.mark.parametrize("all_details_max", [0, V.RECALL_ALL_DETAILS_MAX_UNITS])
+def test_a_current_recall_reads_each_units_latest_decay_score(mem, conn, embedder, monkeypatch, today,
+                                                             all_details_max):
+    """Each candidate's recency is its own latest decay score: in a small project read once from the project's latest
+    day (a unit scored that day has no later score), by a probe of its own for a unit not scored that day, or for
+    every unit in a project past RECALL_ALL_DETAILS_MAX_UNITS; another project's later day moves nothing, nor a day
+    scored after a newer one, and as_of reads none."""
+    monkeypatch.setattr(V, "RECALL_ALL_DETAILS_MAX_UNITS", all_details_max)
+    for name in ("scored today", "scored yesterday", "never scored"):
+        note(mem, "acme", f"Relay {name}", f"The relay {name} reports its port state to the gateway.")
+    note(mem, "beta", "Relay of beta", "The relay of beta reports its port state to the gateway.")
+    embed_all(conn, embedder)
+    ids = dict(conn.execute("SELECT title, id::text FROM memory_units").fetchall())
+    scores = [(today - timedelta(days=2), "Relay scored today", 0.11), (today, "Relay scored today", 0.33),
+              (today - timedelta(days=1), "Relay scored yesterday", 0.22),
+              (today + timedelta(days=3), "Relay of beta", 0.9),  # beta's latest day is after acme's
+              (today - timedelta(days=3), "Relay scored today", 0.44)]  # an older day scored last
+    for day, title, recency in scores:
+        conn.execute("INSERT INTO decay_scores (day, unit_id, project, recency, activation, trust, expired, stale, "
+                     "score) SELECT %s, id, project, %s, 0, 0.5, false, false, 0.5 FROM memory_units WHERE id = %s",
+                     (day, recency, ids[title]))
+    conn.commit()
+    query = "relay port state"
+    vector = memory_assets.api.encode_query(T1, query)
+    found, probes = {}, {}
+    for historical in (False, True):
+        params = request_params("acme", tsquery_terms(query), 10, datetime.now(UTC), historical, reader="api")
+        with authz.scoped(conn, authz.Actor.reader("acme")):
+            before = dict(conn.execute(DECAY_INDEX_SCANS).fetchall())
+            found[historical] = candidates(conn, params, T1, vector, True).details
+            after = dict(conn.execute(DECAY_INDEX_SCANS).fetchall())
+        probes[historical] = {index: after.get(index, 0) - before.get(index, 0) for index in after}
+    recency = {title[len("Relay "):]: found[False][ids[title]]["recency"]
+               for title in ("Relay scored today", "Relay scored yesterday", "Relay never scored")}
+    assert recency == {"scored today": 0.33, "scored yesterday": 0.22, "never scored": None}
+    assert probes[False] == ({"decay_scores_project_day": 0, "decay_scores_unit_day": 3} if not all_details_max
+                             else {"decay_scores_project_day": 2, "decay_scores_unit_day": 2})  # the latest day and
+    # its rows; a probe for the units not scored that day
+    assert len(found[True]) == 3 and {unit["recency"] for unit in found[True].values()} == {None}
+    assert probes[True] == {"decay_scores_project_day": 0, "decay_scores_unit_day": 0}
+    hits = {hit.title: hit.components["recency"] for hit in mem.recall("acme", query)}
+    assert hits["Relay scored today"] == 0.33 and hits["Relay scored yesterday"] == 0.22
+    assert 0.99 < hits["Relay never scored"] <= 1  # from its validity start, written moments ago
+
+
 def test_a_unit_the_full_text_statement_did_not_see_gets_its_details_from_the_dense_statement(mem, conn, clean,
                                                                                               embedder, monkeypatch):
     """Inside a caller's READ COMMITTED transaction each statement reads a snapshot of its own: a unit written and

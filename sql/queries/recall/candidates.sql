@@ -101,6 +101,14 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
           UNION ALL SELECT unit_id, NULL, NULL, score, rank, NULL, NULL FROM sparse
           UNION ALL SELECT unit_id, NULL, NULL, NULL, NULL, of_id, distance FROM near) AS r
     GROUP BY r.unit_id
+), latest AS MATERIALIZED (  -- a current request in a project of at most %(all_details_max)s numbered units: each
+                             -- unit's recency on the project's latest decay day, read once by (project, day) (a unit
+                             -- scored that day has no later score; a probe per unit cost a LoCoMo call 0.15 of its
+                             -- time, sql/035)
+    SELECT ds.unit_id, ds.recency FROM decay_scores ds
+    WHERE ds.project = %(project)s AND NOT %(historical)s::boolean
+      AND ds.day = (SELECT max(d.day) FROM decay_scores d WHERE d.project = %(project)s)
+      AND (SELECT c.units <= %(all_details_max)s FROM ctx c)
 ), pooled AS (  -- the pool with its units' columns: under hnsw_min (the exact path) the project is small and its
                 -- units are one range of the project's key (LoCoMo: the statement 0.91x against the scan of the table
                 -- a hash join chose, or a probe per candidate); on the HNSW path one probe per candidate whatever the
@@ -143,7 +151,9 @@ SELECT ctx.model_key, ctx.units, (SELECT count(*) FROM hits) AS text_hits, u.uni
                 FROM memory_sources s WHERE s.unit_id = u.unit_id)
             WHEN u.origin_visibility = {visibility_project} OR u.origin_persona = %(reader)s::text
             THEN u.origin_session_id END AS session_id,
-       dec.recency,
+       coalesce(lt.recency, (  -- else its latest decay score by its own probe; as_of recomputes recency instead
+                SELECT ds.recency FROM decay_scores ds WHERE ds.unit_id = u.unit_id AND NOT %(historical)s::boolean
+                ORDER BY ds.day DESC LIMIT 1)) AS recency,
        CASE WHEN u.sources_beyond_origin OR b.unit_id IS NOT NULL THEN (
                 SELECT array_agg(DISTINCT s.session_id) FILTER (WHERE s.session_id IS NOT NULL)
                 FROM memory_sources s WHERE s.unit_id = u.unit_id)
@@ -153,6 +163,4 @@ FROM ctx
 LEFT JOIN pooled u ON true
 LEFT JOIN memory_units_beyond_origin b  -- the project's marks, read once (329 probes of the key cost 1 ms)
     ON b.project = %(project)s AND b.unit_id = u.unit_id
-LEFT JOIN LATERAL (  -- the latest decay score; as_of recomputes recency instead
-    SELECT ds.recency FROM decay_scores ds WHERE ds.unit_id = u.unit_id AND NOT %(historical)s::boolean
-    ORDER BY ds.day DESC LIMIT 1) AS dec ON true;
+LEFT JOIN latest lt ON lt.unit_id = u.unit_id;
