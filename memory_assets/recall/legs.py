@@ -66,7 +66,7 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
     conn.pgconn.flush()  # it is in by the time the question is encoded (a request left in libpq's buffer goes next)
     vector = encode()
     if vector is None:
-        return received(conn, params["project"], planned, sparse_sent), None
+        return full_text_received(conn, params, planned, sparse_sent), None
     first = one(sparse_sent)  # that answer fetched alone (a fetch waits for the answer of every statement sent so
     # far), its rows parsed below while the server runs the dense leg
     dense = statement_params(params, vector, False)
@@ -75,14 +75,24 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
         dense_alone, _ = project_plan(conn, embeddings.model_query("recall/dense", model_key), params["project"])
         ranked = execute_positional(conn, dense_alone, dense)  # planned as the candidates statement (the same
         # project on the same connection)
-        found = received(conn, params["project"], planned, sparse_sent, first)
+        found = full_text_received(conn, params, planned, sparse_sent, first)
         alone = leg_alone(ranked, found)
         if alone is not None:
             return alone, vector
     dense_sent = execute_positional(conn, statement, dense)
     if found is None:
-        found = received(conn, params["project"], planned, sparse_sent, first)
+        found = full_text_received(conn, params, planned, sparse_sent, first)
     return merged(found, received(conn, params["project"], planned, dense_sent)), vector
+
+
+def full_text_received(conn: psycopg.Connection[Any], params: dict[str, Any], planned: bool,
+                       sent: psycopg.Cursor[Any], first: Row | None = None) -> Candidates:
+    """The full-text statement's candidates; where it detailed every unit recall may return it left its seeds'
+    neighbouring turns out, and they are worked out here from those details."""
+    found = received(conn, params["project"], planned, sent, first)
+    if found.units > V.RECALL_ALL_DETAILS_MAX_UNITS:
+        return found
+    return found._replace(near=neighbours(found.sparse, found.details))
 
 
 def leg_alone(ranked: psycopg.Cursor[Any], found: Candidates) -> Candidates | None:
@@ -107,14 +117,14 @@ def merged(found: Candidates, dense: Candidates) -> Candidates:
                           details={**found.details, **dense.details}, text_hits=found.text_hits)
 
 
-def neighbours(dense: list[Row], details: dict[str, dict[str, Any]]) -> list[Row]:
-    """The (seed, turn, distance) rows recall/candidates' `near` gives for the dense leg's seeds, from the details of
-    every unit recall may return: the episodic ones numbered within CONTEXT_WINDOW of an episodic seed among the
-    leg's top CONTEXT_SEED_RANK."""
+def neighbours(leg: list[Row], details: dict[str, dict[str, Any]]) -> list[Row]:
+    """The (seed, turn, distance) rows recall/candidates' `near` gives for a leg's seeds, from the details of every
+    unit recall may return: the episodic ones numbered within CONTEXT_WINDOW of an episodic seed among the leg's top
+    CONTEXT_SEED_RANK."""
     turns = {unit["number"]: unit_id for unit_id, unit in details.items() if unit["episodic"]}
     steps = [step for step in range(-V.CONTEXT_WINDOW, V.CONTEXT_WINDOW + 1) if step]
     rows: list[Row] = []
-    for seed, _, episodic in dense[: V.CONTEXT_SEED_RANK]:
+    for seed, _, episodic in leg[: V.CONTEXT_SEED_RANK]:
         if episodic:
             number = details[seed]["number"]
             rows += [(seed, turns[number + step], abs(step)) for step in steps if number + step in turns]

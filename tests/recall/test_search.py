@@ -1129,6 +1129,8 @@ def test_the_two_statements_merged_are_the_candidates_of_the_one(mem, conn, embe
     assert not {4, 7, 9} & {number for pair in pairs for number in pair}
     ids = [row[3] for row in unpacked[0]]  # the full-text statement's rows, as recall received them
     assert len(ids) == len(set(ids)), ids  # one row per unit, a candidate's or any other's: none read twice
+    near_sent = [row[17] for row in unpacked[0] if row[17]]  # the neighbours the statement worked out itself
+    assert not near_sent if all_details_max else near_sent  # beside every unit's details, recall works them out
     assert (set(ids) == set(numbers)) if all_details_max else (set(ids) < set(two.details))
     if all_details_max:  # units the full-text statement read outside its legs' pool: their details compared above
         full_text_side = {row[0] for row in one.sparse} | {row[1] for row in one.near if row[0] in seeds[1]}

@@ -82,6 +82,8 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
 ), seedable AS MATERIALIZED (  -- the candidates that may seed the neighbour spread
     SELECT unit_id FROM dense WHERE rank <= %(seed_rank)s UNION SELECT unit_id FROM sparse WHERE rank <= %(seed_rank)s
 ), near AS MATERIALIZED (  -- conversation structure: the recallable episodic turns next to a seedable candidate
+                           -- (where the statement details every unit, %(all_details)s, the caller works them out from
+                           -- those details: legs.neighbours)
     SELECT c.id AS of_id, n.id AS unit_id, abs(n.number - c.number)::int AS distance
     FROM memory_units c
     CROSS JOIN LATERAL (  -- a range of the (project, number) index per candidate; the LIMIT keeps the planner there
@@ -90,6 +92,7 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
           AND u.id <> c.id AND u.type = 'episodic' AND {recall/_unit_filters}
         LIMIT 2 * %(window)s) AS n
     WHERE c.id IN (SELECT unit_id FROM seedable) AND c.type = 'episodic' AND %(window)s > 0
+      AND NOT (%(all_details)s::boolean AND (SELECT x.units <= %(all_details_max)s FROM ctx x))
 ), pool AS MATERIALIZED (  -- one row per candidate: its rank and score in each leg, the candidates it neighbours
                            -- (its columns' types are spelled again in the NULLs of pooled's third branch)
     SELECT r.unit_id, max(r.distance) AS distance, max(r.dense_rank) AS dense_rank, max(r.score) AS score,
