@@ -3,6 +3,7 @@ as agent tools."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from typing import Any
 
@@ -96,9 +97,13 @@ def build_server(operator: str | None = None) -> FastMCP:
 
 
 def main(operator: str | None = None) -> None:
-    """Serve the tools over stdio, the transport agent hosts spawn a server with."""
+    """Serve the tools over stdio, the transport agent hosts spawn a server with, its start-up objects frozen: they
+    live as long as the server, and the cyclic collector's full passes would scan them all (docs/scaling.md item 31)."""
     tracing.configure("mcp")
-    build_server(operator).run()  # stdio
+    server = build_server(operator)
+    gc.collect()
+    gc.freeze()
+    server.run()  # stdio
 
 
 if __name__ == "__main__":

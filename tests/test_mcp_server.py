@@ -1,6 +1,7 @@
 """The MCP server over stdio, driven by the official client."""
 
 import asyncio
+import gc
 import json
 import os
 import sys
@@ -88,3 +89,21 @@ def test_forget_is_served_only_to_an_operator_the_deployment_lists(clean, monkey
     monkeypatch.setenv(V.OPERATORS_ENV, "bob")
     refused = CliRunner().invoke(main, ["mcp", "--operator", "alice"])
     assert refused.exit_code == 2 and V.OPERATORS_ENV in refused.stderr
+
+
+def test_the_server_freezes_its_start_up_objects_before_it_serves(monkeypatch):
+    """The collector's full passes never scan what the server holds for its life (modules, the SDK's models): in a
+    process with torch loaded each pass took ~100 ms, landing on whichever recall tipped its threshold."""
+    from mcp.server.fastmcp import FastMCP
+
+    from memory_assets import mcp_server, tracing
+
+    frozen = []
+    monkeypatch.setattr(tracing, "configure", lambda service: None)
+    monkeypatch.setattr(FastMCP, "run", lambda self, *a, **kw: frozen.append(gc.get_freeze_count()))
+    gc.unfreeze()
+    try:
+        mcp_server.main()
+    finally:
+        gc.unfreeze()
+    assert frozen and frozen[0] > 10_000
