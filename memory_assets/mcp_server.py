@@ -15,6 +15,7 @@ from memory_assets.api import Memory, connect
 from memory_assets.authz import Actor
 
 _memory: Memory | None = None
+_served = False  # whether a recall has been served (and what it loaded frozen)
 
 
 def memory() -> Memory:
@@ -46,9 +47,20 @@ def recall(project: str, query: str, k: int = V.RECALL_DEFAULT_K, kinds: list[st
     result = memory().recall(project, query, k, kinds=kinds, types=types, paths=paths,
                              as_of=gates.iso_time("as_of", as_of, naive_is_utc=True) if as_of else None,
                              actor=Actor.reader(project, persona))
+    freeze_once_served()
     return {"mode": result.mode, "hits": [{"token": h.token, "title": h.title, "body": h.body, "kind": h.kind,
                                           "score": h.score, "citations": [c["task_id"] for c in h.citations]}
                                          for h in result.hits]}
+
+
+def freeze_once_served() -> None:
+    """After the first recall, freeze what the server holds then (the pool, the query encoder and the libraries it
+    loaded), as main() froze what it started with: it lives as long as the server (docs/scaling.md item 31)."""
+    global _served
+    if not _served:
+        _served = True
+        gc.collect()
+        gc.freeze()
 
 
 def forget_tool(operator: str) -> Callable[..., dict[str, Any]]:

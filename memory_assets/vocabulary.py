@@ -294,7 +294,9 @@ RECALL_CANDIDATES = 200     # rows each leg contributes before fusion (LoCoMo de
 # every unit recall may return detailed by the full-text statement sent before the question is encoded, so the dense
 # statement after the encode is its leg alone (~1.3 against ~2.9 ms on LoCoMo's ~590-unit conversations); the
 # further units cost that statement less than the encode hides below ~1,230 units on a 2-vCPU Xeon since they are
-# read once (0.92x at 1,000 units, 1.03x at 1,311; docs/scaling.md items 27 and 29)
+# read once (0.92x at 1,000 units, 1.03x at 1,311; docs/scaling.md items 27 and 29). The same bound marks a project
+# small enough that a current request reads its latest decay day whole instead of a score per unit (item 30), and
+# whose full-text leg's neighbouring turns recall works out from those details (item 31)
 RECALL_ALL_DETAILS_MAX_UNITS = 1_000
 RECALL_MAX_QUERY_CHARS = 2000
 RECALL_MAX_QUERY_TERMS = 32 # a long query cannot make the full-text leg scan everything
@@ -310,7 +312,7 @@ SPARSE_WEIGHT = 1.3         # with the IDF-scored sparse leg (LoCoMo dev R@10: 1
 CONTEXT_WINDOW = 2          # neighbouring turns of the same session that share a match's relevance / distance
 CONTEXT_WEIGHT = 0.6
 CONTEXT_SEEDS = 30
-CONTEXT_SEED_RANK = 30      # seeds come from each leg's top 30, whose neighbouring turns the statement fetches
+CONTEXT_SEED_RANK = 30      # seeds come from each leg's top 30, whose neighbouring turns recall reads
                             # (60 before: the same R@10 on LoCoMo dev, ~2 ms slower; docs/scaling.md)
 SESSION_WEIGHT = 0.75       # every unit of a session gets this share of the session's best relevance
 PERSONA_BOOST = 0.6         # a unit whose source persona the query names

@@ -107,3 +107,21 @@ def test_the_server_freezes_its_start_up_objects_before_it_serves(monkeypatch):
     finally:
         gc.unfreeze()
     assert frozen and frozen[0] > 10_000
+
+
+def test_the_server_freezes_what_its_first_recall_loaded_once(clean, monkeypatch):
+    """The pool and the query encoder load on the first recall, after main() froze the start-up objects: that recall
+    freezes them too, and no later one freezes again (request objects alive then would never be scanned)."""
+    import memory_assets
+    from memory_assets import mcp_server
+
+    monkeypatch.setattr(mcp_server, "_memory", memory_assets.connect(clean))
+    monkeypatch.setattr(mcp_server, "_served", False)
+    freezes = []
+    monkeypatch.setattr(gc, "freeze", lambda: freezes.append("frozen"))
+    try:
+        for _ in range(3):
+            assert mcp_server.recall("acme", "staging sslmode")["mode"]
+    finally:
+        mcp_server._memory.close()
+    assert len(freezes) == 1

@@ -54,9 +54,9 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
     turns and its units' details) goes to the server first and runs there while `encode` runs here, then the dense
     leg with the vector, the same statement with the other leg switched off; merged, the two give what the one
     statement gives. In a project of at most RECALL_ALL_DETAILS_MAX_UNITS units the full-text statement details
-    every unit recall may return, so the dense statement is the leg alone (recall/dense) and its seeds' neighbours
-    come from those details. Returns the candidates and the vector (None: the model was unavailable, the full-text
-    leg's candidates alone)."""
+    every unit recall may return, so the dense statement is the leg alone (recall/dense), and both legs' seeds'
+    neighbours come from those details. Returns the candidates and the vector (None: the model was unavailable, the
+    full-text leg's candidates alone)."""
     statement, planned = send_candidates_context(conn, params, model_key)
     unused = np.zeros(embeddings.model_spec(model_key).dim, dtype=np.float32)  # typed as the query's vector: the
     # two statements are one prepared statement with one plan (a NULL vector would prepare a second, ~1.3 MB each)
@@ -65,34 +65,25 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
     conn.pgconn.send_flush_request()  # the server sends the full-text answer once it is ready, not when asked next:
     conn.pgconn.flush()  # it is in by the time the question is encoded (a request left in libpq's buffer goes next)
     vector = encode()
+    every_unit = full_text["all_details_max"]  # the full-text statement details every unit of a project this size
     if vector is None:
-        return full_text_received(conn, params, planned, sparse_sent), None
+        return received(conn, params["project"], planned, sparse_sent, details_every_unit=every_unit), None
     first = one(sparse_sent)  # that answer fetched alone (a fetch waits for the answer of every statement sent so
     # far), its rows parsed below while the server runs the dense leg
     dense = statement_params(params, vector, False)
     found = None
-    if int(first[1]) <= full_text["all_details_max"]:  # every unit recall may return detailed: the leg alone
+    if int(first[1]) <= every_unit:  # every unit recall may return detailed: the leg alone
         dense_alone, _ = project_plan(conn, embeddings.model_query("recall/dense", model_key), params["project"])
         ranked = execute_positional(conn, dense_alone, dense)  # planned as the candidates statement (the same
         # project on the same connection)
-        found = full_text_received(conn, params, planned, sparse_sent, first)
+        found = received(conn, params["project"], planned, sparse_sent, first, details_every_unit=every_unit)
         alone = leg_alone(ranked, found)
         if alone is not None:
             return alone, vector
     dense_sent = execute_positional(conn, statement, dense)
-    if found is None:
-        found = full_text_received(conn, params, planned, sparse_sent, first)
+    if found is None:  # a larger project: the statement found its seeds' neighbours itself
+        found = received(conn, params["project"], planned, sparse_sent, first)
     return merged(found, received(conn, params["project"], planned, dense_sent)), vector
-
-
-def full_text_received(conn: psycopg.Connection[Any], params: dict[str, Any], planned: bool,
-                       sent: psycopg.Cursor[Any], first: Row | None = None) -> Candidates:
-    """The full-text statement's candidates; where it detailed every unit recall may return it left its seeds'
-    neighbouring turns out, and they are worked out here from those details."""
-    found = received(conn, params["project"], planned, sent, first)
-    if found.units > V.RECALL_ALL_DETAILS_MAX_UNITS:
-        return found
-    return found._replace(near=neighbours(found.sparse, found.details))
 
 
 def leg_alone(ranked: psycopg.Cursor[Any], found: Candidates) -> Candidates | None:
@@ -132,11 +123,14 @@ def neighbours(leg: list[Row], details: dict[str, dict[str, Any]]) -> list[Row]:
 
 
 def received(conn: psycopg.Connection[Any], project: str, planned: bool, sent: psycopg.Cursor[Any],
-             first: Row | None = None) -> Candidates:
+             first: Row | None = None, details_every_unit: int = 0) -> Candidates:
     """The candidates a sent statement returns (after `first`, its first row when fetched already); a project with
-    units the reader sees may keep its own plan."""
+    units the reader sees may keep its own plan. A full-text statement that detailed every unit of a project of at
+    most `details_every_unit` units left its seeds' neighbouring turns out: they are worked out from the details."""
     with tracing.span("memory.recall.legs") as span:
         found = unpack(sent.fetchall() if first is None else [first, *sent.fetchall()], planned)
+        if found.units <= details_every_unit:
+            found = found._replace(near=neighbours(found.sparse, found.details))
         tracing.record(span, dense=len(found.dense), sparse=len(found.sparse), near=len(found.near),
                        rows=len(found.details), text_hits=found.text_hits, planned=planned)
     if found.units > 0:  # a project this reader can see units of: its next requests may run on its own plan
@@ -185,7 +179,7 @@ def unpack(rows: list[Row], planned: bool) -> Candidates:
 
 def seedable(found: Candidates) -> set[str]:
     """The episodic candidates that may seed the neighbour spread: each leg's top CONTEXT_SEED_RANK, the candidates
-    recall/candidates fetched neighbouring turns for."""
+    whose neighbouring turns recall/candidates fetched or legs.neighbours worked out."""
     return {row[0] for rows in (found.dense, found.sparse) for row in rows[: V.CONTEXT_SEED_RANK] if row[2]}
 
 

@@ -1107,7 +1107,11 @@ def test_the_two_statements_merged_are_the_candidates_of_the_one(mem, conn, embe
         monkeypatch.setattr("memory_assets.recall.legs.unpack",
                             lambda rows, planned: unpacked.append(rows) or unpack(rows, planned))
         two, encoded = candidates_while_encoding(conn, params, T1, lambda: vector)
-    assert encoded is vector
+        text_only = candidates(conn, params, T1, None, True)  # the model unavailable: the full-text leg alone
+        text_only_two, unavailable = candidates_while_encoding(conn, params, T1, lambda: None)
+    assert encoded is vector and unavailable is None
+    assert (text_only_two.sparse, sorted(text_only_two.near)) == (text_only.sparse, sorted(text_only.near))
+    assert text_only.near and {unit: text_only_two.details[unit] for unit in text_only.details} == text_only.details
     assert len(merges) == (0 if all_details_max else 1)  # the leg alone, or the two statements merged
     seeds = [{row[0] for row in leg[: V.CONTEXT_SEED_RANK] if row[2]} for leg in (one.dense, one.sparse)]
     assert seeds[0] - seeds[1] and seeds[1] - seeds[0], seeds  # each leg brings neighbours of its own
@@ -1209,7 +1213,7 @@ def test_a_unit_the_full_text_statement_did_not_see_gets_its_details_from_the_de
 
     answers, merges = [], []
     monkeypatch.setattr("memory_assets.recall.legs.received",
-                        lambda *args: answers.append(received(*args)) or answers[-1])
+                        lambda *args, **kwargs: answers.append(received(*args, **kwargs)) or answers[-1])
     monkeypatch.setattr("memory_assets.recall.legs.merged", lambda *found: merges.append(found) or merged(*found))
     with conn.pipeline(), authz.scoped(conn, authz.Actor.reader("acme")):  # READ COMMITTED: no one snapshot
         found, _ = candidates_while_encoding(conn, params, T1, written_meanwhile)

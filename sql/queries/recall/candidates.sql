@@ -1,7 +1,8 @@
 -- Every candidate of a recall and what scoring reads of it, in one statement (one plan, one round trip): the dense
 -- leg (recall/_dense_leg), the IDF-scored sparse leg, the turns next to every episodic candidate among each leg's
--- top %(seed_rank)s (the caller's seeds come from those and keep the turns that share a session), and each unit's
--- number, importance, trust, validity, visible personas, session, all its sessions and recency. {dim} and {model}
+-- top %(seed_rank)s (the caller's seeds come from those and keep the turns that share a session; where the statement
+-- details every unit, the caller works them out), and each unit's number, importance, trust, validity, visible
+-- personas, session, all its sessions and recency. {dim} and {model}
 -- are the model the query vector was encoded for, composed per model so the partial index predicate matches. The
 -- first row carries the serving model, the project size and the (unit, term) pairs the sparse leg read even when
 -- nothing matches. Each leg applies every filter before its LIMIT; row-level security applies to every table read.
