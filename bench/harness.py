@@ -126,20 +126,16 @@ class Goal:
 GOALS = (
     Goal("end-to-end recall p95 / mem0 search() p95 (LoCoMo, encoding included)", "peer",
          ("ratios", "ours_vs_mem0_p95"), 0.5, True, X,
-         "on an EPYC mem0's torch encode is slower than on a Xeon (the torch floor 11.0 / 21.7 ms p50 / p95 at "
-         "c8454ef against 9.1 / 19.0 at bc85ed9, where ours / mem0 was 1.20x): ours is a one-thread ONNX encode "
-         "(that floor 5.4 / 7.0 ms), during which the server runs the full-text leg, then the dense leg's statement "
-         "(~3.5 ms; the leg alone, ~1.3 ms, in a project of at most 1,000 numbered units, whose every unit the "
-         "full-text statement details during the encode: items 27, 29), fusion and scoring (~1 ms) and the cited text "
-         "(docs/scaling.md items 11, 19), so half of mem0's "
-         "p95 needs what follows the encode under ~7 ms at p95 (item 22 samples a cached call: the server's 7.4 ms, "
-         "the client's 5.0). Next: the details as columns and fusion over arrays instead of dicts (fusion alone: "
-         "1.08 -> 0.66 ms for the same top 10 and scores, ~1 ms of a cold call with the columns, item 28); fewer "
-         "candidates per leg once the session lift no longer "
-         "reaches ranks 100-200 (the sparse leg at 100 saved 1.15 ms p50 for R@10 0.8035 -> 0.8015; items 8, 11; both "
-         "legs at 100 took 11 % off a cold call for 0.7965 on a Xeon, item 23, whose vCPUs make a call's time its "
-         "total CPU); "
-         "the int8 query encoder kept only 0.935 of torch's top 10"),
+         "mem0's time is mostly its torch encode, which varies by machine (the torch floor 9-13 ms p50 on these); "
+         "ours is a one-thread ONNX encode (the floor's), during which the server runs the full-text statement, "
+         "then the dense leg alone in a project of at most 1,000 numbered units, whose every unit that statement "
+         "details (docs/scaling.md items 27, 29-31), fusion, scoring and the cited text. A cold call at 5e1c7ff, "
+         "slow hour: the encode 7.1 ms beside the server's statement (5.2 alone), then ~8 ms, Python ~4.7 of it "
+         "(parsing ~650 rows 1.2-1.8, fusing 0.45-0.65, scoring 1.0-1.55, citations and hits ~1.2; item 31), so half "
+         "of mem0's p95 needs what follows the encode under ~7 ms at p95. Next: the details as columns and fusion "
+         "and scoring over arrays (item 28's prototype: 1.08 -> 0.66 ms for the same top 10; the dicts "
+         "micro-optimised gave nothing, item 31); fewer candidates per leg, a trade (both legs at 100: 11 % off a "
+         "cold call for R@10 0.8035 -> 0.7965, item 23); the int8 query encoder kept only 0.935 of torch's top 10"),
     Goal("recall@10 of evidence / mem0's", "peer", ("ratios", "recall_at_10_ours_vs_mem0"), 2.0, False, X,
          "multi-hop and open-domain questions: a reranker or query expansion",
          ceiling=("systems", "mem0", "recall_at_10")),
