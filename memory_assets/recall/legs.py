@@ -123,13 +123,13 @@ def neighbours(leg: list[Row], details: dict[str, dict[str, Any]]) -> list[Row]:
 
 
 def received(conn: psycopg.Connection[Any], project: str, planned: bool, sent: psycopg.Cursor[Any],
-             first: Row | None = None, details_every_unit: int = 0) -> Candidates:
+             first: Row | None = None, details_every_unit: int | None = None) -> Candidates:
     """The candidates a sent statement returns (after `first`, its first row when fetched already); a project with
     units the reader sees may keep its own plan. A full-text statement that detailed every unit of a project of at
     most `details_every_unit` units left its seeds' neighbouring turns out: they are worked out from the details."""
     with tracing.span("memory.recall.legs") as span:
         found = unpack(sent.fetchall() if first is None else [first, *sent.fetchall()], planned)
-        if found.units <= details_every_unit:
+        if details_every_unit is not None and found.units <= details_every_unit:
             found = found._replace(near=neighbours(found.sparse, found.details))
         tracing.record(span, dense=len(found.dense), sparse=len(found.sparse), near=len(found.near),
                        rows=len(found.details), text_hits=found.text_hits, planned=planned)
