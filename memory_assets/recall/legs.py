@@ -32,6 +32,7 @@ class Candidates(NamedTuple):
     details: dict[str, dict[str, Any]]
     text_hits: int  # the (unit, term) pairs the sparse leg read: its cost, which its rarest terms bound (sql/031)
     planned: bool  # the statement was the project's own (database.project_plan), planned once
+    every_unit: bool  # the statement detailed every unit recall may return, and left its neighbouring turns out
 
 
 def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key: str, vector: Any,
@@ -65,18 +66,17 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
     conn.pgconn.send_flush_request()  # the server sends the full-text answer once it is ready, not when asked next:
     conn.pgconn.flush()  # it is in by the time the question is encoded (a request left in libpq's buffer goes next)
     vector = encode()
-    every_unit = full_text["all_details_max"]  # the full-text statement details every unit of a project this size
     if vector is None:
-        return received(conn, params["project"], planned, sparse_sent, details_every_unit=every_unit), None
+        return received(conn, params["project"], planned, sparse_sent), None
     first = one(sparse_sent)  # that answer fetched alone (a fetch waits for the answer of every statement sent so
     # far), its rows parsed below while the server runs the dense leg
     dense = statement_params(params, vector, False)
     found = None
-    if int(first[1]) <= every_unit:  # every unit recall may return detailed: the leg alone
+    if first[-1]:  # the statement detailed every unit recall may return (its last column): the leg alone
         dense_alone, _ = project_plan(conn, embeddings.model_query("recall/dense", model_key), params["project"])
         ranked = execute_positional(conn, dense_alone, dense)  # planned as the candidates statement (the same
         # project on the same connection)
-        found = received(conn, params["project"], planned, sparse_sent, first, details_every_unit=every_unit)
+        found = received(conn, params["project"], planned, sparse_sent, first)
         alone = leg_alone(ranked, found)
         if alone is not None:
             return alone, vector
@@ -123,13 +123,13 @@ def neighbours(leg: list[Row], details: dict[str, dict[str, Any]]) -> list[Row]:
 
 
 def received(conn: psycopg.Connection[Any], project: str, planned: bool, sent: psycopg.Cursor[Any],
-             first: Row | None = None, details_every_unit: int | None = None) -> Candidates:
+             first: Row | None = None) -> Candidates:
     """The candidates a sent statement returns (after `first`, its first row when fetched already); a project with
-    units the reader sees may keep its own plan. A full-text statement that detailed every unit of a project of at
-    most `details_every_unit` units left its seeds' neighbouring turns out: they are worked out from the details."""
+    units the reader sees may keep its own plan. A full-text statement that detailed every unit recall may return
+    left its seeds' neighbouring turns out: they are worked out from the details."""
     with tracing.span("memory.recall.legs") as span:
         found = unpack(sent.fetchall() if first is None else [first, *sent.fetchall()], planned)
-        if details_every_unit is not None and found.units <= details_every_unit:
+        if found.every_unit:
             found = found._replace(near=neighbours(found.sparse, found.details))
         tracing.record(span, dense=len(found.dense), sparse=len(found.sparse), near=len(found.near),
                        rows=len(found.details), text_hits=found.text_hits, planned=planned)
@@ -159,7 +159,7 @@ def unpack(rows: list[Row], planned: bool) -> Candidates:
     near: list[Row] = []
     details: dict[str, dict[str, Any]] = {}
     for (_, _, _, unit_id, distance, dense_rank, score, sparse_rank, episodic, number, importance, trust, valid_from,
-         personas, session_id, recency, sessions, near_of, near_distance) in rows:
+         personas, session_id, recency, sessions, near_of, near_distance, _) in rows:
         if unit_id is None:
             continue
         if dense_rank is not None:
@@ -174,7 +174,7 @@ def unpack(rows: list[Row], planned: bool) -> Candidates:
     dense.sort(key=lambda ranked: ranked[0])
     sparse.sort(key=lambda ranked: ranked[0])
     return Candidates(rows[0][0], int(rows[0][1]), [row for _, row in dense], [row for _, row in sparse], near,
-                      details, int(rows[0][2]), planned)
+                      details, int(rows[0][2]), planned, bool(rows[0][-1]))
 
 
 def seedable(found: Candidates) -> set[str]:

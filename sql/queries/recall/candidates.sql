@@ -82,9 +82,16 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
           LIMIT %(candidates)s) AS s
 ), seedable AS MATERIALIZED (  -- the candidates that may seed the neighbour spread
     SELECT unit_id FROM dense WHERE rank <= %(seed_rank)s UNION SELECT unit_id FROM sparse WHERE rank <= %(seed_rank)s
+), detailed AS NOT MATERIALIZED (  -- whether the project has at most %(all_details_max)s numbered units, and
+                                   -- whether this statement therefore details every unit recall may return
+                                   -- (%(all_details)s): one definition for `near`, `latest`, `pooled` and the caller
+                                   -- (the last column); inlined where each reads it, as the expressions were
+    SELECT c.units <= %(all_details_max)s AS small, %(all_details)s::boolean AND c.units <= %(all_details_max)s
+           AS every_unit
+    FROM ctx c
 ), near AS MATERIALIZED (  -- conversation structure: the recallable episodic turns next to a seedable candidate
-                           -- (where the statement details every unit, %(all_details)s, the caller works them out from
-                           -- those details: legs.neighbours)
+                           -- (where the statement details every unit, the caller works them out from those details:
+                           -- legs.neighbours)
     SELECT c.id AS of_id, n.id AS unit_id, abs(n.number - c.number)::int AS distance
     FROM memory_units c
     CROSS JOIN LATERAL (  -- a range of the (project, number) index per candidate; the LIMIT keeps the planner there
@@ -93,7 +100,7 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
           AND u.id <> c.id AND u.type = 'episodic' AND {recall/_unit_filters}
         LIMIT 2 * %(window)s) AS n
     WHERE c.id IN (SELECT unit_id FROM seedable) AND c.type = 'episodic' AND %(window)s > 0
-      AND NOT (%(all_details)s::boolean AND (SELECT x.units <= %(all_details_max)s FROM ctx x))
+      AND NOT (SELECT d.every_unit FROM detailed d)
 ), pool AS MATERIALIZED (  -- one row per candidate: its rank and score in each leg, the candidates it neighbours
                            -- (its columns' types are spelled again in the NULLs of pooled's third branch)
     SELECT r.unit_id, max(r.distance) AS distance, max(r.dense_rank) AS dense_rank, max(r.score) AS score,
@@ -112,7 +119,7 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
     SELECT ds.unit_id, ds.recency FROM decay_scores ds
     WHERE ds.project = %(project)s AND NOT %(historical)s::boolean
       AND ds.day = (SELECT max(d.day) FROM decay_scores d WHERE d.project = %(project)s)
-      AND (SELECT c.units <= %(all_details_max)s FROM ctx c)
+      AND (SELECT d.small FROM detailed d)
 ), pooled AS (  -- the pool with its units' columns: under hnsw_min (the exact path) the project is small and its
                 -- units are one range of the project's key (LoCoMo: the statement 0.91x against the scan of the table
                 -- a hash join chose, or a probe per candidate); on the HNSW path one probe per candidate whatever the
@@ -134,7 +141,7 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
            {recall/_unit_columns}
     FROM memory_units u
     WHERE {recall/_unit_filters}
-      AND %(all_details)s::boolean AND (SELECT c.units <= %(all_details_max)s FROM ctx c)
+      AND (SELECT d.every_unit FROM detailed d)
       AND NOT EXISTS (SELECT FROM pool p WHERE p.unit_id = u.id)
 )
 SELECT ctx.model_key, ctx.units, (SELECT count(*) FROM hits) AS text_hits, u.unit_id::text, u.distance,
@@ -162,7 +169,7 @@ SELECT ctx.model_key, ctx.units, (SELECT count(*) FROM hits) AS text_hits, u.uni
                 SELECT array_agg(DISTINCT s.session_id) FILTER (WHERE s.session_id IS NOT NULL)
                 FROM memory_sources s WHERE s.unit_id = u.unit_id)
             WHEN u.origin_session_id IS NOT NULL THEN ARRAY[u.origin_session_id] END AS sessions,
-       u.near_of, u.near_distance
+       u.near_of, u.near_distance, (SELECT d.every_unit FROM detailed d) AS every_unit
 FROM ctx
 LEFT JOIN pooled u ON true
 LEFT JOIN memory_units_beyond_origin b  -- the project's marks, read once (329 probes of the key cost 1 ms)
