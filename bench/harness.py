@@ -128,8 +128,9 @@ GOALS = (
          ("ratios", "ours_vs_mem0_p95"), 0.5, True, X,
          "mem0's time is mostly its torch encode, which varies by machine (the torch floor 9-13 ms p50 on these); "
          "ours is a one-thread ONNX encode (the floor's), during which the server runs the full-text statement, "
-         "then the dense leg alone in a project of at most 1,000 numbered units, whose every unit that statement "
-         "details (docs/scaling.md items 27, 29-31), fusion, scoring and the cited text. A cold call at 5e1c7ff, "
+         "then the nearest vectors alone in a project of at most 1,000 numbered units, whose every unit that "
+         "statement details and recall checks them against (docs/scaling.md items 27, 29-31, 33), fusion, scoring "
+         "and the cited text. A cold call at 5e1c7ff, "
          "slow hour: the encode 7.1 ms beside the server's statement (5.2 alone), then ~8 ms, Python ~4.7 of it "
          "(parsing ~650 rows 1.2-1.8, fusing 0.45-0.65, scoring 1.0-1.55, citations and hits ~1.2; item 31), so half "
          "of mem0's p95 needs what follows the encode under ~7 ms at p95. Next: the details as columns and fusion "

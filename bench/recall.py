@@ -95,7 +95,8 @@ def timed_searches(mem, project: str, queries: np.ndarray, k: int) -> list[float
     latencies = []
     model_key = mem.serving_model()
     with mem.connection() as conn, authz.scoped(conn, authz.Actor.reader(project, "bench")):
-        database.keep_project_plans(conn, project)  # as recall keeps a project with units after its first request
+        database.keep_project_plans(conn, project, len(queries))  # as recall keeps a project with units after its first
+        # request (its size a hint the dense leg alone never reads)
         dense, _ = legs.send_planned(conn, embeddings.model_query("recall/dense", model_key), project, k)
         params = request.request_params(project, [], k, datetime.now(UTC), False)
         for q in np.vstack([queries, queries]):  # the first pass untimed, as in timed_recalls

@@ -366,7 +366,8 @@ def with_project_literal(statement: str, project: str) -> str:
     return statement.replace("%(project)s", sql.Literal(project).as_string())
 
 
-_PROJECT_PLANS: weakref.WeakKeyDictionary[psycopg.Connection[Any], set[str]] = weakref.WeakKeyDictionary()
+_PROJECT_PLANS: weakref.WeakKeyDictionary[psycopg.Connection[Any], dict[str, int]] = weakref.WeakKeyDictionary()
+# per connection: each project it keeps plans for, with its size as the last request read it
 _PROJECT_PLANS_LOCK = threading.Lock()
 _PLANNABLE_PROJECT = re.compile(V.PROJECT_PATTERN)
 
@@ -376,19 +377,27 @@ def project_plan(conn: psycopg.Connection[Any], statement: str, project: str) ->
     the connection keeps plans for (keep_project_plans), the statement with the project as a literal, planned once
     knowing the project's size; for any other, the statement as it is, planned per request."""
     with _PROJECT_PLANS_LOCK:
-        own = project in _PROJECT_PLANS.get(conn, ())
+        own = project in _PROJECT_PLANS.get(conn, {})
     return (with_project_literal(statement, project), True) if own else (statement, False)
 
 
-def keep_project_plans(conn: psycopg.Connection[Any], project: str) -> None:
+def keep_project_plans(conn: psycopg.Connection[Any], project: str, units: int) -> None:
     """Let this connection keep its own plans for a project that has units, while it keeps them for fewer than
-    PROJECT_PLANS_PER_CONNECTION projects: each kept plan holds ~1.34 MB of the server's memory for the connection's
-    life, so a name that finds nothing (or one past the bound) never takes a place, and its requests are planned
-    each time, as before; a name that is not a valid project never becomes a literal."""
+    PROJECT_PLANS_PER_CONNECTION projects, and its size as this request read it (known_units): each kept plan holds
+    ~1.34 MB of the server's memory for the connection's life, so a name that finds nothing (or one past the bound)
+    never takes a place, and its requests are planned each time, as before; a name that is not a valid project never
+    becomes a literal."""
     with _PROJECT_PLANS_LOCK:
-        kept = _PROJECT_PLANS.setdefault(conn, set())
-        if project not in kept and len(kept) < V.PROJECT_PLANS_PER_CONNECTION and _PLANNABLE_PROJECT.fullmatch(project):
-            kept.add(project)
+        kept = _PROJECT_PLANS.setdefault(conn, {})
+        if project in kept or (len(kept) < V.PROJECT_PLANS_PER_CONNECTION and _PLANNABLE_PROJECT.fullmatch(project)):
+            kept[project] = units
+
+
+def known_units(conn: psycopg.Connection[Any], project: str) -> int | None:
+    """A project's size as this connection's last request read it, where the connection keeps its plans (None: not
+    known here); a hint of how to ask, never an answer (the project may have grown since)."""
+    with _PROJECT_PLANS_LOCK:
+        return _PROJECT_PLANS.get(conn, {}).get(project)
 
 
 @functools.lru_cache(maxsize=V.PROJECT_STATEMENTS_CACHED)

@@ -292,7 +292,9 @@ RECALL_MAX_K = 100
 RECALL_CANDIDATES = 200     # rows each leg contributes before fusion (LoCoMo dev R@10: 100 -> 0.783, 200 -> 0.791)
 # A project of at most this many numbered units (memory_projects.last_number: forgotten and retired ones count) has
 # every unit recall may return detailed by the full-text statement sent before the question is encoded, so the dense
-# statement after the encode is its leg alone (~1.3 against ~2.9 ms on LoCoMo's ~590-unit conversations); the
+# statement after the encode is its nearest vectors alone, which recall checks against those details (~0.8 against
+# ~2.9 ms on LoCoMo's ~590-unit conversations; under HNSW_MIN_PROJECT_UNITS, the exact path, only), and a question
+# whose vector is at hand is asked so too where the connection last found the project this small (item 33); the
 # further units cost that statement less than the encode hides below ~1,230 units on a 2-vCPU Xeon since they are
 # read once (0.92x at 1,000 units, 1.03x at 1,311; docs/scaling.md items 27 and 29). The same bound marks a project
 # small enough that a current request reads its latest decay day whole instead of a score per unit (item 30), and

@@ -106,13 +106,13 @@ def test_a_connection_keeps_its_own_plans_for_a_bounded_number_of_valid_projects
     with psycopg.connect(clean) as first, psycopg.connect(clean) as second:
         assert database.project_plan(first, statement, "acme") == (statement, False)
         for project in names:
-            database.keep_project_plans(first, project)
+            database.keep_project_plans(first, project, 1)
         assert {p: database.project_plan(first, statement, p) for p in names} == {
             "acme": (own, True), "o'brien": (statement, False), "x%(k)s": (statement, False),
             "beta": ("SELECT 'beta'::text AS project, %(k)s::int AS k", True), "gamma": (statement, False)}
         assert first.execute(own, {"k": 1}).fetchone() == ("acme", 1)
         assert database.project_plan(second, statement, "acme") == (statement, False)
-        database.keep_project_plans(second, "gamma")
+        database.keep_project_plans(second, "gamma", 1)
         assert database.project_plan(second, statement, "gamma")[1]
 
 

@@ -107,7 +107,7 @@ def test_remember_many_is_one_span_with_gates_and_fold(mem, spans):
     assert attributes(root) == {"candidates": 3, "captured": 2, "inserted": 2, "rejected": 1}
 
 
-def test_recall_is_one_span_with_encode_the_legs_fusion_and_citations(mem, conn, embedder, spans):
+def test_recall_is_one_span_with_encode_the_legs_fusion_and_citations(mem, conn, embedder, spans, monkeypatch):
     day = datetime.now(UTC) - timedelta(days=1)
     for title, body in FACTS:
         remember(mem, title, body)
@@ -133,7 +133,15 @@ def test_recall_is_one_span_with_encode_the_legs_fusion_and_citations(mem, conn,
     assert by_name["memory.recall.fusion"] == {"candidates": units}
     assert by_name["memory.recall.citations"]["rows"] == len(result.hits) == 3
     spans.clear()
-    assert mem.recall("acme", QUERY, k=3).hits == result.hits  # asked again: the vector cached, one statement
+    assert mem.recall("acme", QUERY, k=3).hits == result.hits  # asked again: the vector cached, nothing encoded, the
+    root, children = tree(spans.get_finished_spans(), "memory.recall")  # two statements (a project known small)
+    assert children == ["memory.recall.legs", "memory.recall.legs", "memory.recall.fusion", "memory.recall.score",
+                        "memory.recall.citations"]
+    assert [attributes(s) for s in spans.get_finished_spans() if s.name == "memory.recall.legs"] == [
+        {**full_text, "planned": True}, {**dense, "planned": True}]  # the project's own plans from its 2nd request
+    monkeypatch.setattr(V, "RECALL_ALL_DETAILS_MAX_UNITS", 0)  # a project past the bound: the one statement
+    spans.clear()
+    assert mem.recall("acme", QUERY, k=3).hits == result.hits
     root, children = tree(spans.get_finished_spans(), "memory.recall")
     assert children == ["memory.recall.legs", "memory.recall.fusion", "memory.recall.score", "memory.recall.citations"]
     legs = next(attributes(s) for s in spans.get_finished_spans() if s.name == "memory.recall.legs")

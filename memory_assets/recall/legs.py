@@ -13,7 +13,7 @@ from psycopg.rows import dict_row
 
 from memory_assets import embeddings, tracing
 from memory_assets import vocabulary as V
-from memory_assets.database import execute_positional, keep_project_plans, one, project_plan, query
+from memory_assets.database import execute_positional, keep_project_plans, known_units, one, project_plan, query
 from memory_assets.recall.request import hnsw_candidates, send_request_context
 
 Row = tuple[Any, ...]  # (unit_id, score or distance, episodic); neighbours: (seed, unit_id, distance)
@@ -33,6 +33,7 @@ class Candidates(NamedTuple):
     text_hits: int  # the (unit, term) pairs the sparse leg read: its cost, which its rarest terms bound (sql/031)
     planned: bool  # the statement was the project's own (database.project_plan), planned once
     every_unit: bool  # the statement detailed every unit recall may return, and left its neighbouring turns out
+    snapshot: str  # what the statement read (pg_current_snapshot): two statements that agree read the same rows
 
 
 def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key: str, vector: Any,
@@ -51,13 +52,14 @@ def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key:
 
 def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, Any], model_key: str,
                               encode: Callable[[], Any]) -> tuple[Candidates, Any]:
-    """candidates() for a query not yet encoded, in pipeline mode: the full-text leg (with its seeds' neighbouring
-    turns and its units' details) goes to the server first and runs there while `encode` runs here, then the dense
-    leg with the vector, the same statement with the other leg switched off; merged, the two give what the one
-    statement gives. In a project of at most RECALL_ALL_DETAILS_MAX_UNITS units the full-text statement details
-    every unit recall may return, so the dense statement is the leg alone (recall/dense), and both legs' seeds'
-    neighbours come from those details. Returns the candidates and the vector (None: the model was unavailable, the
-    full-text leg's candidates alone)."""
+    """candidates() for a query not yet encoded (or, in a small project, one whose vector is at hand: `encode` returns
+    it), in pipeline mode: the full-text leg (with its seeds' neighbouring turns and its units' details) goes to the
+    server first and runs there while `encode` runs here, then the dense leg with the vector, the same statement with
+    the other leg switched off; merged, the two give what the one statement gives. In a project of at most
+    RECALL_ALL_DETAILS_MAX_UNITS units the full-text statement details every unit recall may return, so the dense
+    statement is the nearest vectors alone (recall/dense_vectors, checked against those details), and both legs'
+    seeds' neighbours come from those details. Returns the candidates and the vector (None: the model was
+    unavailable, the full-text leg's candidates alone)."""
     statement, planned = send_candidates_context(conn, params, model_key)
     unused = np.zeros(embeddings.model_spec(model_key).dim, dtype=np.float32)  # typed as the query's vector: the
     # two statements are one prepared statement with one plan (a NULL vector would prepare a second, ~1.3 MB each)
@@ -72,12 +74,12 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
     # far), its rows parsed below while the server runs the dense leg
     dense = statement_params(params, vector, False)
     found = None
-    if first[-1]:  # the statement detailed every unit recall may return (its last column): the leg alone
-        dense_alone, _ = project_plan(conn, embeddings.model_query("recall/dense", model_key), params["project"])
-        ranked = execute_positional(conn, dense_alone, dense)  # planned as the candidates statement (the same
-        # project on the same connection)
+    if first[-1]:  # the statement detailed every unit recall may return (its last column): the vectors alone
+        vectors, _ = project_plan(conn, embeddings.model_query("recall/dense_vectors", model_key), params["project"])
+        nearest = execute_positional(conn, vectors, dense)  # planned as the candidates statement (the same project
+        # on the same connection)
         found = received(conn, params["project"], planned, sparse_sent, first)
-        alone = leg_alone(ranked, found)
+        alone = leg_alone(nearest, found, dense)
         if alone is not None:
             return alone, vector
     dense_sent = execute_positional(conn, statement, dense)
@@ -86,17 +88,41 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
     return merged(found, received(conn, params["project"], planned, dense_sent)), vector
 
 
-def leg_alone(ranked: psycopg.Cursor[Any], found: Candidates) -> Candidates | None:
-    """The full-text statement's candidates with the dense leg recall/dense returned and its seeds' neighbouring turns
-    worked out from the details of every unit; None when a unit of that leg is not among them (in a caller's READ
-    COMMITTED transaction each statement reads a snapshot of its own; recall's own reads one): the dense statement
-    then runs again with its details, as for a larger project."""
+def known_small(conn: psycopg.Connection[Any], project: str) -> bool:
+    """Whether this connection's last request of the project found it within RECALL_ALL_DETAILS_MAX_UNITS, where the
+    full-text statement details every unit and the dense one is the vectors alone: a question whose vector is at hand
+    is then asked as those two statements (the one statement 1.07x their time on LoCoMo); a project grown past it
+    since costs one request the two statements merged."""
+    units = known_units(conn, project)
+    return units is not None and units <= V.RECALL_ALL_DETAILS_MAX_UNITS
+
+
+def leg_alone(nearest: psycopg.Cursor[Any], found: Candidates, params: dict[str, Any]) -> Candidates | None:
+    """The full-text statement's candidates with the dense leg ranked from the nearest vectors recall/dense_vectors
+    returned, as recall/_dense_leg ranks its exact scan: a vector kept where its unit is among the details of every
+    unit recall may return at the revision and content hash it was written for (the filters leave the others out, and
+    a vector of a unit changed since is stale), by distance then number, and its seeds' neighbouring turns worked out
+    from the details. None where they cannot stand for the leg: the two statements read different snapshots (in a
+    caller's READ COMMITTED transaction, a commit between them; recall's own transaction reads one), or a full
+    over-fetch kept fewer than the leg's candidates (the leg then reads every vector): the dense statement then runs
+    again with its details, as for a larger project."""
     with tracing.span("memory.recall.legs") as span:
-        rows = ranked.fetchall()  # the serving model first, then the leg in rank order
-        model_key, dense = rows[0][0], [tuple(row[1:]) for row in rows if row[1] is not None]
-        if not all(row[0] in found.details for row in dense):
+        rows = nearest.fetchall()  # the serving model and the snapshot first, then the vectors by distance
+        model_key, snapshot = rows[0][0], rows[0][1]
+        if snapshot != found.snapshot:
             return None
-        near = neighbours(dense, found.details)
+        if rows[0][2] is None:  # no vectors: one row of the serving model and the snapshot
+            rows = []
+        details, kept = found.details, []
+        for _, _, unit_id, distance, revision, content_hash in rows:
+            unit = details.get(unit_id)
+            if unit is not None and unit["version"] == (revision, content_hash):
+                kept.append((distance, unit["number"], unit_id, unit["episodic"]))
+        if len(kept) < params["candidates"] and len(rows) >= params["exact_overfetch"]:
+            return None
+        kept.sort()  # (distance, number): a unit's number is its own in the project
+        dense = [(unit_id, distance, episodic) for distance, _, unit_id, episodic in kept[: params["candidates"]]]
+        near = neighbours(dense, details)
         tracing.record(span, dense=len(dense), sparse=0, near=len(near), rows=len(dense), text_hits=0,
                        planned=found.planned)
     return found._replace(model_key=model_key, dense=dense, near=list(dict.fromkeys(found.near + near)))
@@ -134,7 +160,7 @@ def received(conn: psycopg.Connection[Any], project: str, planned: bool, sent: p
         tracing.record(span, dense=len(found.dense), sparse=len(found.sparse), near=len(found.near),
                        rows=len(found.details), text_hits=found.text_hits, planned=planned)
     if found.units > 0:  # a project this reader can see units of: its next requests may run on its own plan
-        keep_project_plans(conn, project)
+        keep_project_plans(conn, project, found.units)
     return found
 
 
@@ -159,7 +185,7 @@ def unpack(rows: list[Row], planned: bool) -> Candidates:
     near: list[Row] = []
     details: dict[str, dict[str, Any]] = {}
     for (_, _, _, unit_id, distance, dense_rank, score, sparse_rank, episodic, number, importance, trust, valid_from,
-         personas, session_id, recency, sessions, near_of, near_distance, _) in rows:
+         personas, session_id, recency, sessions, revision, content_hash, near_of, near_distance, _, _) in rows:
         if unit_id is None:
             continue
         if dense_rank is not None:
@@ -170,11 +196,11 @@ def unpack(rows: list[Row], planned: bool) -> Candidates:
             near.extend(zip(near_of, itertools.repeat(unit_id), near_distance))
         details[unit_id] = {"number": number, "importance": importance, "trust": trust, "valid_from": valid_from,
                             "personas": personas, "session_id": session_id, "recency": recency,
-                            "sessions": sessions, "episodic": episodic}
+                            "sessions": sessions, "episodic": episodic, "version": (revision, content_hash)}
     dense.sort(key=lambda ranked: ranked[0])
     sparse.sort(key=lambda ranked: ranked[0])
     return Candidates(rows[0][0], int(rows[0][1]), [row for _, row in dense], [row for _, row in sparse], near,
-                      details, int(rows[0][2]), planned, bool(rows[0][-1]))
+                      details, int(rows[0][2]), planned, bool(rows[0][-1]), rows[0][-2])
 
 
 def seedable(found: Candidates) -> set[str]:
@@ -184,8 +210,8 @@ def seedable(found: Candidates) -> set[str]:
 
 
 def statement_params(params: dict[str, Any], vector: Any, sparse: bool) -> dict[str, Any]:
-    """The parameters of recall/candidates (and of recall/dense, its dense leg alone, which a small project's request
-    sends after the encode and bench/recall.py times)."""
+    """The parameters of recall/candidates, of recall/dense_vectors (a small project's nearest vectors, sent after the
+    full-text statement) and of recall/dense (the dense leg alone, which bench/recall.py times)."""
     return {**params, **embeddings.SERVING_MODEL_PARAMS, "vector": vector, "dense": vector is not None,
             "sparse": sparse, "window": V.CONTEXT_WINDOW, "seed_rank": V.CONTEXT_SEED_RANK,
             "hnsw_min": V.HNSW_MIN_PROJECT_UNITS, "text_index_min": V.TEXT_INDEX_MIN_PROJECT_UNITS,

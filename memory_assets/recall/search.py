@@ -14,7 +14,14 @@ from memory_assets import authz, embeddings, tracing
 from memory_assets import vocabulary as V
 from memory_assets.recall import expansion, fusion
 from memory_assets.recall import rerank as cross_encoder
-from memory_assets.recall.legs import candidates, candidates_while_encoding, cited_text, seedable, send_cited_text
+from memory_assets.recall.legs import (
+    candidates,
+    candidates_while_encoding,
+    cited_text,
+    known_small,
+    seedable,
+    send_cited_text,
+)
 from memory_assets.recall.request import request_params, tsquery_terms, validate_query
 
 QueryEncoder = Callable[[str, str], "np.ndarray[Any, Any] | None"]  # (model key, query) -> vector, None if unavailable
@@ -90,14 +97,16 @@ def recall(conn: psycopg.Connection[Any], project: str, query: str, k: int = V.R
     if rerank and reranker is None:
         notes.append(cross_encoder.missing_note())
     # a query not yet encoded, with full-text terms and the model loaded, is encoded while the server runs the
-    # full-text leg (legs.candidates_while_encoding); any other is encoded before the transaction opens: a model
-    # that must load first never holds a connection in a transaction
-    encoded_for, vector, overlapped = None, None, False
+    # full-text leg (legs.candidates_while_encoding), and one whose vector is at hand asks those two statements too
+    # in a project this connection last found small (legs.known_small); any other is encoded before the transaction
+    # opens: a model that must load first never holds a connection in a transaction
+    encoded_for, vector, full_text_first = None, None, False
     if legs in ("hybrid", "dense") and encoder is not None:
         encoded_for = serving_model or embeddings.serving_model(conn)
         vector = at_hand(encoder, encoded_for, query)
-        overlapped = (vector is None and legs == "hybrid" and bool(terms) and warm(encoder, encoded_for))
-        if vector is None and not overlapped:
+        full_text_first = legs == "hybrid" and bool(terms) and (
+            warm(encoder, encoded_for) if vector is None else known_small(conn, project))
+        if vector is None and not full_text_first:
             vector = encoded(encoder, encoded_for, query)
     # pipeline mode: after BEGIN, the role and scopes, the context and every candidate come back in one round trip
     # (a question encoded meanwhile: the full-text leg's answer arrives during the encode, the dense leg's after it),
@@ -108,9 +117,10 @@ def recall(conn: psycopg.Connection[Any], project: str, query: str, k: int = V.R
     with conn.pipeline():
         with authz.scoped(conn, actor, one_snapshot=True):
             sparse_leg = bool(terms) and legs in ("hybrid", "sparse")
-            if overlapped and encoder is not None and encoded_for is not None:
-                found, vector = candidates_while_encoding(conn, params, encoded_for,
-                                                          lambda: encoded(encoder, encoded_for, query))
+            if full_text_first and encoder is not None and encoded_for is not None:
+                known = vector  # at hand, or None: encoded beside the full-text leg
+                found, vector = candidates_while_encoding(
+                    conn, params, encoded_for, lambda: encoded(encoder, encoded_for, query) if known is None else known)
             else:
                 found = candidates(conn, params, encoded_for or serving_model or V.DEFAULT_SERVING_MODEL, vector,
                                    sparse_leg)

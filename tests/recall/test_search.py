@@ -1031,9 +1031,54 @@ def test_the_full_text_answer_reaches_the_client_while_the_question_encodes(mem,
     assert [h.token for h in one] == [h.token for h in overlapped]
 
 
+def test_a_vector_at_hand_in_a_project_known_small_asks_the_full_text_statement_first(mem, conn, clean, embedder,
+                                                                                      monkeypatch):
+    """A vector at hand (the query cache), in a project this connection's last request found within
+    RECALL_ALL_DETAILS_MAX_UNITS, is asked as the two statements without encoding: the full-text one detailing every
+    unit, then the nearest vectors alone; every hit, score and component is what the one statement gives, which a
+    connection that does not know the project asks. A project grown past the bound since is asked as the two
+    statements merged once, then as the one statement."""
+    conversation(mem, conn, embedder)
+    monkeypatch.setattr(Frozen, "at", datetime.now(UTC))
+    monkeypatch.setattr("memory_assets.recall.search.datetime", Frozen)  # every request scores at one instant
+    asked, merges = [], []
+    original = memory_assets.recall.search.candidates_while_encoding
+    monkeypatch.setattr("memory_assets.recall.search.candidates_while_encoding",
+                        lambda *args: asked.append(args) or original(*args))
+    monkeypatch.setattr("memory_assets.recall.legs.merged", lambda *found: merges.append(found) or merged(*found))
+    query = "when did the backup check of the billing replica run"
+    memory_assets.api.encode_query(T1, query)  # at hand from here on
+
+    def hits(connection):
+        result = recall(connection, "acme", query, k=4, encoder=memory_assets.api.encode_query)
+        assert result.mode == "hybrid" and result.notes == [] and len(result) == 4
+        return [(h.token, h.score, h.components) for h in result]
+
+    def one_statement():  # a connection that does not know the project
+        with psycopg.connect(clean, **database.connection_kwargs()) as other:
+            pgvector.psycopg.register_vector(other)
+            before = len(asked)
+            found = hits(other)
+            assert len(asked) == before and database.known_units(other, "acme") is not None
+            return found
+
+    assert database.known_units(conn, "acme") is None
+    assert hits(conn) == one_statement() and not asked
+    units = database.known_units(conn, "acme")
+    assert units == conn.execute("SELECT last_number FROM memory_projects WHERE project = 'acme'").fetchone()[0]
+    assert hits(conn) == one_statement() and len(asked) == 1 and not merges  # known small: the full-text one first
+    monkeypatch.setattr(V, "RECALL_ALL_DETAILS_MAX_UNITS", units)
+    note(mem, "acme", "Printer queue", "The printer queue was cleared on Friday.")  # one unit past the bound
+    embed_all(conn, embedder)
+    conn.commit()
+    assert hits(conn) == one_statement() and len(asked) == 2 and len(merges) == 1  # grown since: the two merged
+    assert database.known_units(conn, "acme") == units + 1
+    assert hits(conn) == one_statement() and len(asked) == 2  # now known past the bound: the one statement
+
+
 def test_a_cached_vector_a_dense_request_or_a_query_without_terms_asks_one_statement(mem, conn, clean, embedder):
-    """Nothing to overlap: a vector at hand, a dense-only request and a query of stop words alone run the one
-    statement, the encoder called (if at all) before the transaction."""
+    """Nothing to overlap: a vector at hand in a project the connection does not know, a dense-only request and a
+    query of stop words alone run the one statement, the encoder called (if at all) before the transaction."""
     conversation(mem, conn, embedder)
     encoder = WarmEncoder(clean, conn)
     memory_assets.api.encode_query(T1, "backup check")
@@ -1076,6 +1121,8 @@ def test_the_two_statements_merged_are_the_candidates_of_the_one(mem, conn, embe
     monkeypatch.setattr(V, "CONTEXT_SEED_RANK", 3)
     monkeypatch.setattr(V, "CONTEXT_WINDOW", 2)
     monkeypatch.setattr(V, "RECALL_CANDIDATES", 3)  # a leg's units the other statement reads nothing of
+    monkeypatch.setattr(V, "EXACT_OVERFETCH", 4)  # every vector over-fetched: the filtered ones leave 3 (below, 3 of
+    # the nearest 3 would be short: test_a_small_projects_dense_leg_keeps_the_vectors_the_probe_keeps)
     monkeypatch.setattr(V, "RECALL_ALL_DETAILS_MAX_UNITS", all_details_max)
     day = datetime.now(UTC) - timedelta(days=3)
     for text in ("the kettle ZX-81 needs descaling once a month", "invoice 2231 for asset ZX-81 lists a descaling fee",
@@ -1133,12 +1180,53 @@ def test_the_two_statements_merged_are_the_candidates_of_the_one(mem, conn, embe
     assert not {4, 7, 9} & {number for pair in pairs for number in pair}
     ids = [row[3] for row in unpacked[0]]  # the full-text statement's rows, as recall received them
     assert len(ids) == len(set(ids)), ids  # one row per unit, a candidate's or any other's: none read twice
-    near_sent = [row[17] for row in unpacked[0] if row[17]]  # the neighbours the statement worked out itself
+    near_sent = [row[19] for row in unpacked[0] if row[19]]  # the neighbours the statement worked out itself
     assert not near_sent if all_details_max else near_sent  # beside every unit's details, recall works them out
     assert (set(ids) == set(numbers)) if all_details_max else (set(ids) < set(two.details))
     if all_details_max:  # units the full-text statement read outside its legs' pool: their details compared above
         full_text_side = {row[0] for row in one.sparse} | {row[1] for row in one.near if row[0] in seeds[1]}
         assert set(numbers) - full_text_side and set(numbers) - full_text_side <= set(one.details)
+
+
+@pytest.mark.parametrize("overfetch", [4, 1])
+def test_a_small_projects_dense_leg_keeps_the_vectors_the_probe_keeps(mem, conn, embedder, monkeypatch, overfetch):
+    """After the encode a small project's dense leg is its nearest vectors alone, each checked against the details of
+    every unit the full-text statement read: a vector of a unit corrected since it was embedded, one whose unit's
+    content hash changed, a kind the request leaves out and another persona's private unit are left out, as the one
+    statement's probe of each unit leaves them out. Where those leave a full over-fetch short of the leg's candidates
+    (they are the nearest here), the dense statement runs again and reads every vector, as the one statement does."""
+    monkeypatch.setattr(V, "RECALL_CANDIDATES", 3)
+    monkeypatch.setattr(V, "EXACT_OVERFETCH", overfetch)  # 12 vectors over-fetched (all of them), or the nearest 3
+    corrected = note(mem, "acme", "ZX-81 descaling cadence", "The ZX-81 kettle is descaled every month.").token
+    note(mem, "acme", "ZX-81 descaling interval", "The ZX-81 kettle descaling interval is monthly.")  # rehashed
+    mem.remember(project="acme", kind="env", type="semantic", title="ZX-81 descaling frequency",
+                 body="The ZX-81 kettle is descaled monthly.")  # a kind the request leaves out
+    mem.remember(project="acme", kind="note", type="semantic", title="ZX-81 descaling log",
+                 body="The ZX-81 kettle descaling happens monthly, says the log.", persona="ops", visibility="private")
+    for title, body in HYBRID_FIXTURE:
+        note(mem, "acme", title, body)
+    embed_all(conn, embedder)
+    assert mem.correct("acme", corrected, title="Lunch moves", body="Lunch moves to noon on Fridays.") == 2
+    conn.execute("UPDATE memory_units SET content_hash = md5(content_hash) WHERE title = 'ZX-81 descaling interval'")
+    conn.commit()
+    left_out = dict(conn.execute(  # the four units whose vectors recall may not serve, with the revision they are at
+        "SELECT u.id::text, u.revision FROM memory_units u JOIN memory_embeddings e ON e.unit_id = u.id"
+        " WHERE u.title LIKE 'ZX-81 descaling %' OR u.title = 'Lunch moves'").fetchall())
+    assert sorted(left_out.values()) == [1, 1, 1, 2]
+    query = "how often is the ZX-81 kettle descaled"
+    vector = memory_assets.api.encode_query(T1, query)
+    nearest = [row[0] for row in conn.execute(
+        "SELECT unit_id::text FROM memory_embeddings ORDER BY embedding <=> %s LIMIT 3", (vector,)).fetchall()]
+    assert set(nearest) & set(left_out)  # the nearest 3 hold vectors left out
+    params = request_params("acme", tsquery_terms(query), 3, datetime.now(UTC), False, kinds=["note"], reader="api")
+    merges = []
+    monkeypatch.setattr("memory_assets.recall.legs.merged", lambda *found: merges.append(found) or merged(*found))
+    with conn.pipeline(), authz.scoped(conn, authz.Actor.reader("acme"), one_snapshot=True):
+        one = candidates(conn, params, T1, vector, True)
+        two, _ = candidates_while_encoding(conn, params, T1, lambda: vector)
+    assert len(merges) == (0 if overfetch == 4 else 1)  # the vectors alone, or the dense statement again
+    assert len(two.dense) == 3 and not {row[0] for row in two.dense} & set(left_out)
+    assert (two.dense, two.sparse, sorted(two.near)) == (one.dense, one.sparse, sorted(one.near))
 
 
 DECAY_SCANS = """

@@ -1,13 +1,14 @@
 -- The dense leg as common table expressions (ctx, dense_walked, dense_scan, dense_nearest, dense_exact, dense),
--- shared by recall/candidates and recall/dense (the leg alone: a small project's request after the encode, and what
--- bench/recall.py sets beside numpy): the nearest vectors, sorted by distance alone for a project under hnsw_min
--- units or walked in the model's partial HNSW index above (memory_hnsw_walk, sql/020 and sql/029), each probed for
--- its unit; either falls back to the exact join of every vector with its unit when its over-fetch leaves too few
--- rows. {dim} and {model} are the model the query vector was encoded for; when another model serves, the leg is
--- empty. ctx carries the serving model and the project's size.
+-- shared by recall/candidates and recall/dense (the leg alone: what bench/recall.py sets beside numpy's brute force;
+-- a small project's request checks recall/dense_vectors' rows itself): the nearest vectors, sorted by distance alone
+-- for a project under hnsw_min units or walked in the model's partial HNSW index above (memory_hnsw_walk, sql/020 and
+-- sql/029), each probed for its unit; either falls back to the exact join of every vector with its unit when its
+-- over-fetch leaves too few rows. {dim} and {model} are the model the query vector was encoded for; when another
+-- model serves, the leg is empty. ctx carries the serving model, the project's size and the statement's snapshot.
 ctx AS MATERIALIZED (
     SELECT {embeddings/_serving_model} AS model_key,
-           coalesce((SELECT last_number FROM memory_projects WHERE project = %(project)s), 0) AS units
+           coalesce((SELECT last_number FROM memory_projects WHERE project = %(project)s), 0) AS units,
+           pg_current_snapshot()::text AS snapshot  -- what the statement read: two that agree read the same rows
 ), dense_walked AS MATERIALIZED (  -- from hnsw_min units: the vectors the walk of the model's index reaches first
     SELECT w.unit_id, w.unit_revision, w.content_hash, w.distance
     FROM memory_hnsw_walk(%(project)s, {model}, {dim}, %(vector)s::vector, %(overfetch)s,

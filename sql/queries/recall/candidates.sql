@@ -2,10 +2,10 @@
 -- leg (recall/_dense_leg), the IDF-scored sparse leg, the turns next to every episodic candidate among each leg's
 -- top %(seed_rank)s (the caller's seeds come from those and keep the turns that share a session; where the statement
 -- details every unit, the caller works them out), and each unit's number, importance, trust, validity, visible
--- personas, session, all its sessions and recency. {dim} and {model}
--- are the model the query vector was encoded for, composed per model so the partial index predicate matches. The
--- first row carries the serving model, the project size and the (unit, term) pairs the sparse leg read even when
--- nothing matches. Each leg applies every filter before its LIMIT; row-level security applies to every table read.
+-- personas, session, all its sessions, recency and version. {dim} and {model} are the model the query vector was
+-- encoded for, composed per model so the partial index predicate matches. The first row carries the serving model,
+-- the project size and the (unit, term) pairs the sparse leg read even when nothing matches. Each leg applies every
+-- filter before its LIMIT; row-level security applies to every table read.
 WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan would parse it again for every row
     SELECT to_tsquery('english', %(tsquery)s) AS query
 ), matched AS MATERIALIZED (  -- under %(text_index_min)s units: the project's units matching the query, read by the
@@ -84,10 +84,11 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
     SELECT unit_id FROM dense WHERE rank <= %(seed_rank)s UNION SELECT unit_id FROM sparse WHERE rank <= %(seed_rank)s
 ), detailed AS NOT MATERIALIZED (  -- whether the project has at most %(all_details_max)s numbered units, and
                                    -- whether this statement therefore details every unit recall may return
-                                   -- (%(all_details)s): one definition for `near`, `latest`, `pooled` and the caller
-                                   -- (the last column); inlined where each reads it, as the expressions were
-    SELECT c.units <= %(all_details_max)s AS small, %(all_details)s::boolean AND c.units <= %(all_details_max)s
-           AS every_unit
+                                   -- (%(all_details)s, on the exact path, whose vectors recall/dense_vectors sorts
+                                   -- all): one definition for `near`, `latest`, `pooled` and the caller (the last
+                                   -- column); inlined where each reads it, as the expressions were
+    SELECT c.units <= %(all_details_max)s AS small,
+           %(all_details)s::boolean AND c.units <= %(all_details_max)s AND c.units < %(hnsw_min)s AS every_unit
     FROM ctx c
 ), near AS MATERIALIZED (  -- conversation structure: the recallable episodic turns next to a seedable candidate
                            -- (where the statement details every unit, the caller works them out from those details:
@@ -169,7 +170,8 @@ SELECT ctx.model_key, ctx.units, (SELECT count(*) FROM hits) AS text_hits, u.uni
                 SELECT array_agg(DISTINCT s.session_id) FILTER (WHERE s.session_id IS NOT NULL)
                 FROM memory_sources s WHERE s.unit_id = u.unit_id)
             WHEN u.origin_session_id IS NOT NULL THEN ARRAY[u.origin_session_id] END AS sessions,
-       u.near_of, u.near_distance, (SELECT d.every_unit FROM detailed d) AS every_unit
+       u.revision, u.content_hash,  -- the version a current vector of the unit was written for (recall/dense_vectors)
+       u.near_of, u.near_distance, ctx.snapshot, (SELECT d.every_unit FROM detailed d) AS every_unit
 FROM ctx
 LEFT JOIN pooled u ON true
 LEFT JOIN memory_units_beyond_origin b  -- the project's marks, read once (329 probes of the key cost 1 ms)

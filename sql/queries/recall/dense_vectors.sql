@@ -1,0 +1,20 @@
+-- A small project's nearest vectors by distance alone, over-fetched as recall/_dense_leg's dense_scan and not probed
+-- for their units: what a recall whose full-text statement detailed every unit it may return sends after it
+-- (legs.candidates_while_encoding). The caller keeps a vector whose unit is among those details (the filters and
+-- row-level security applied there) at the revision and content hash the vector was written for, and ranks them as
+-- the leg does, so each of ~250 probes of the units (~0.65 of ~1.45 ms on LoCoMo) is a lookup in the details; where
+-- the two statements read different snapshots (a commit between them in a caller's READ COMMITTED transaction), or
+-- the over-fetch falls short, it sends recall/candidates instead. The serving model and the snapshot come first (a row
+-- of NULLs after them when the project has no vectors of the query's model), so a request sees a switch between its
+-- statements.
+WITH ctx AS MATERIALIZED (
+    SELECT {embeddings/_serving_model} AS model_key, pg_current_snapshot()::text AS snapshot
+), nearest AS MATERIALIZED (
+    SELECT e.unit_id, e.unit_revision, e.content_hash, e.embedding <=> %(vector)s::vector AS distance
+    FROM memory_embeddings e
+    WHERE e.model_key = {model} AND e.project = %(project)s AND (SELECT c.model_key = {model} FROM ctx c)
+    ORDER BY distance
+    FETCH FIRST %(exact_overfetch)s ROWS WITH TIES  -- a tie at the edge whole: the caller's order (distance, number)
+)
+SELECT c.model_key, c.snapshot, n.unit_id::text, n.distance, n.unit_revision, n.content_hash
+FROM ctx c LEFT JOIN nearest n ON true ORDER BY n.distance;
