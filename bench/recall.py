@@ -90,13 +90,12 @@ def timed_recalls(mem, project: str, queries: np.ndarray, k: int) -> tuple[list[
     return latencies, found
 
 
-def timed_searches(mem, project: str, queries: np.ndarray, k: int) -> list[float]:
+def timed_searches(mem, project: str, units: int, queries: np.ndarray, k: int) -> list[float]:
     """The dense leg's SQL alone (inside one scoped transaction): the part numpy's brute force stands for."""
     latencies = []
     model_key = mem.serving_model()
     with mem.connection() as conn, authz.scoped(conn, authz.Actor.reader(project, "bench")):
-        database.keep_project_plans(conn, project, len(queries))  # as recall keeps a project with units after its first
-        # request (its size a hint the dense leg alone never reads)
+        database.keep_project_plans(conn, project, units)  # as recall keeps a project with units after its first one
         dense, _ = legs.send_planned(conn, embeddings.model_query("recall/dense", model_key), project, k)
         params = request.request_params(project, [], k, datetime.now(UTC), False)
         for q in np.vstack([queries, queries]):  # the first pass untimed, as in timed_recalls
@@ -165,7 +164,7 @@ def measure(mem, project: str, ids: list[str], matrix: np.ndarray, queries: np.n
             continue
         with knobs(HNSW_MIN_PROJECT_UNITS=hnsw_from):
             paths[name] = latency_row(*timed_recalls(mem, project, queries, k), brute, truth, k)
-            searches = timed_searches(mem, project, queries, k)
+            searches = timed_searches(mem, project, len(ids), queries, k)
         paths[name].update(search_p50_ms=round(median(searches), 3),
                            search_ratio_p50=round(median(searches) / median(brute), 2))
     sweep = {}

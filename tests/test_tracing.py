@@ -128,7 +128,7 @@ def test_recall_is_one_span_with_encode_the_legs_fusion_and_citations(mem, conn,
     units = len(FACTS) + len(TURNS)
     full_text, dense = [attributes(s) for s in spans.get_finished_spans() if s.name == "memory.recall.legs"]
     assert full_text["dense"] == 0 and 0 < full_text["sparse"] < full_text["rows"] == units  # a small project: the
-    # full-text statement details every unit, the dense one is the leg alone
+    # full-text statement details every unit, the dense one is the nearest vectors alone
     assert dense["dense"] == dense["rows"] == units and dense["sparse"] == 0 and full_text["near"] + dense["near"] > 0
     assert by_name["memory.recall.fusion"] == {"candidates": units}
     assert by_name["memory.recall.citations"]["rows"] == len(result.hits) == 3

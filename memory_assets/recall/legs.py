@@ -4,6 +4,7 @@ cited text of the top k."""
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -33,7 +34,7 @@ class Candidates(NamedTuple):
     text_hits: int  # the (unit, term) pairs the sparse leg read: its cost, which its rarest terms bound (sql/031)
     planned: bool  # the statement was the project's own (database.project_plan), planned once
     every_unit: bool  # the statement detailed every unit recall may return, and left its neighbouring turns out
-    snapshot: str  # what the statement read (pg_current_snapshot): two statements that agree read the same rows
+    snapshot: str | None  # what the statement read (recall/_snapshot; None: no telling on a standby)
 
 
 def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key: str, vector: Any,
@@ -52,14 +53,14 @@ def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key:
 
 def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, Any], model_key: str,
                               encode: Callable[[], Any]) -> tuple[Candidates, Any]:
-    """candidates() for a query not yet encoded (or, in a small project, one whose vector is at hand: `encode` returns
-    it), in pipeline mode: the full-text leg (with its seeds' neighbouring turns and its units' details) goes to the
-    server first and runs there while `encode` runs here, then the dense leg with the vector, the same statement with
-    the other leg switched off; merged, the two give what the one statement gives. In a project of at most
-    RECALL_ALL_DETAILS_MAX_UNITS units the full-text statement details every unit recall may return, so the dense
-    statement is the nearest vectors alone (recall/dense_vectors, checked against those details), and both legs'
-    seeds' neighbours come from those details. Returns the candidates and the vector (None: the model was
-    unavailable, the full-text leg's candidates alone)."""
+    """candidates() for a query not yet encoded, in pipeline mode: the full-text leg (with its seeds' neighbouring
+    turns and its units' details) goes to the server first and runs there while `encode` runs here, then the dense
+    leg with the vector, the same statement with the other leg switched off; merged, the two give what the one
+    statement gives. In a project of at most RECALL_ALL_DETAILS_MAX_UNITS units the full-text statement details
+    every unit recall may return, so the dense statement is the nearest vectors alone (recall/dense_vectors, checked
+    against those details), and both legs' seeds' neighbours come from those details; a question whose vector is at
+    hand in a project this connection last found that small (known_small) is asked so too, `encode` returning it.
+    Returns the candidates and the vector (None: the model was unavailable, the full-text leg's candidates alone)."""
     statement, planned = send_candidates_context(conn, params, model_key)
     unused = np.zeros(embeddings.model_spec(model_key).dim, dtype=np.float32)  # typed as the query's vector: the
     # two statements are one prepared statement with one plan (a NULL vector would prepare a second, ~1.3 MB each)
@@ -70,8 +71,9 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
     vector = encode()
     if vector is None:
         return received(conn, params["project"], planned, sparse_sent), None
-    first = one(sparse_sent)  # that answer fetched alone (a fetch waits for the answer of every statement sent so
-    # far), its rows parsed below while the server runs the dense leg
+    first = one(sparse_sent)  # that answer fetched alone, its rows parsed below while the server runs the dense leg:
+    # a fetch waits for the answer of every statement sent so far (psycopg's pipeline), so the dense statement goes
+    # after it, one round trip more where the vector was at hand (sent with it: 0.99x the one statement, not 0.92x)
     dense = statement_params(params, vector, False)
     found = None
     if first[-1]:  # the statement detailed every unit recall may return (its last column): the vectors alone
@@ -79,7 +81,7 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
         nearest = execute_positional(conn, vectors, dense)  # planned as the candidates statement (the same project
         # on the same connection)
         found = received(conn, params["project"], planned, sparse_sent, first)
-        alone = leg_alone(nearest, found, dense)
+        alone = leg_alone(conn, vectors, nearest, found, dense)
         if alone is not None:
             return alone, vector
     dense_sent = execute_positional(conn, statement, dense)
@@ -89,43 +91,59 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
 
 
 def known_small(conn: psycopg.Connection[Any], project: str) -> bool:
-    """Whether this connection's last request of the project found it within RECALL_ALL_DETAILS_MAX_UNITS, where the
-    full-text statement details every unit and the dense one is the vectors alone: a question whose vector is at hand
-    is then asked as those two statements (the one statement 1.07x their time on LoCoMo); a project grown past it
-    since costs one request the two statements merged."""
+    """Whether this connection's last request of the project found it small enough for the full-text statement to
+    detail every unit (RECALL_ALL_DETAILS_MAX_UNITS, on the exact path): a question whose vector is at hand is then
+    asked as the two statements with the nearest vectors alone (the one statement 1.09x their time on LoCoMo); a
+    project grown past it since costs one request the two statements merged."""
     units = known_units(conn, project)
-    return units is not None and units <= V.RECALL_ALL_DETAILS_MAX_UNITS
+    return units is not None and units <= V.RECALL_ALL_DETAILS_MAX_UNITS and units < V.HNSW_MIN_PROJECT_UNITS
 
 
-def leg_alone(nearest: psycopg.Cursor[Any], found: Candidates, params: dict[str, Any]) -> Candidates | None:
+def leg_alone(conn: psycopg.Connection[Any], vectors: str, nearest: psycopg.Cursor[Any], found: Candidates,
+              params: dict[str, Any]) -> Candidates | None:
     """The full-text statement's candidates with the dense leg ranked from the nearest vectors recall/dense_vectors
-    returned, as recall/_dense_leg ranks its exact scan: a vector kept where its unit is among the details of every
-    unit recall may return at the revision and content hash it was written for (the filters leave the others out, and
-    a vector of a unit changed since is stale), by distance then number, and its seeds' neighbouring turns worked out
-    from the details. None where they cannot stand for the leg: the two statements read different snapshots (in a
-    caller's READ COMMITTED transaction, a commit between them; recall's own transaction reads one), or a full
-    over-fetch kept fewer than the leg's candidates (the leg then reads every vector): the dense statement then runs
-    again with its details, as for a larger project."""
+    returned (`vectors`, sent as `nearest`), as recall/_dense_leg ranks its exact scan: by distance then number, each
+    vector current_vectors keeps; where the over-fetch kept fewer than the leg's candidates, from every vector of the
+    project, as the leg's exact fallback reads them. Its seeds' neighbouring turns are worked out from the details.
+    None where the vectors cannot stand for the leg (current_vectors): the dense statement then runs again with its
+    details, as for a larger project."""
     with tracing.span("memory.recall.legs") as span:
         rows = nearest.fetchall()  # the serving model and the snapshot first, then the vectors by distance
-        model_key, snapshot = rows[0][0], rows[0][1]
-        if snapshot != found.snapshot:
-            return None
-        if rows[0][2] is None:  # no vectors: one row of the serving model and the snapshot
-            rows = []
-        details, kept = found.details, []
-        for _, _, unit_id, distance, revision, content_hash in rows:
-            unit = details.get(unit_id)
-            if unit is not None and unit["version"] == (revision, content_hash):
-                kept.append((distance, unit["number"], unit_id, unit["episodic"]))
-        if len(kept) < params["candidates"] and len(rows) >= params["exact_overfetch"]:
+        kept = current_vectors(rows, found)
+        if kept is not None and len(kept) < params["candidates"] and rows[0][2] is not None and (
+                len(rows) >= params["exact_overfetch"]):
+            rows = execute_positional(conn, vectors, {**params, "exact_overfetch": found.units + 1}).fetchall()
+            kept = current_vectors(rows, found)  # every vector: a project has no more than its numbered units
+        if kept is None:
             return None
         kept.sort()  # (distance, number): a unit's number is its own in the project
         dense = [(unit_id, distance, episodic) for distance, _, unit_id, episodic in kept[: params["candidates"]]]
-        near = neighbours(dense, details)
+        near = neighbours(dense, found.details)
         tracing.record(span, dense=len(dense), sparse=0, near=len(near), rows=len(dense), text_hits=0,
                        planned=found.planned)
-    return found._replace(model_key=model_key, dense=dense, near=list(dict.fromkeys(found.near + near)))
+    return found._replace(model_key=rows[0][0], dense=dense, near=list(dict.fromkeys(found.near + near)))
+
+
+def current_vectors(rows: list[Row], found: Candidates) -> list[Row] | None:
+    """(distance, number, unit id, episodic) of each of recall/dense_vectors' vectors whose unit is among the details
+    of every unit recall may return, at the revision and content hash the vector was written for (the filters leave
+    the others out, and a unit changed since has a stale vector); None where they cannot stand for the leg: the two
+    statements read different snapshots (a commit between them in a caller's READ COMMITTED transaction; recall's
+    own transaction reads one), or a distance is not a number (a zero query vector: the statement's own order
+    stands)."""
+    snapshot = rows[0][1]
+    if snapshot is None or snapshot != found.snapshot:
+        return None
+    if rows[0][2] is None:  # no vectors: one row of the serving model and the snapshot
+        return []
+    if math.isnan(rows[-1][3]):  # the statement sorts a NaN distance last
+        return None
+    details, kept = found.details, []
+    for _, _, unit_id, distance, revision, content_hash in rows:
+        unit = details.get(unit_id)
+        if unit is not None and unit["version"] == (revision, content_hash):
+            kept.append((distance, unit["number"], unit_id, unit["episodic"]))
+    return kept
 
 
 def merged(found: Candidates, dense: Candidates) -> Candidates:

@@ -942,8 +942,9 @@ def conversation(mem, conn, embedder):
 def test_a_query_encoded_while_the_server_runs_the_full_text_leg_gets_the_hits_of_the_one_statement(
         mem, conn, embedder, monkeypatch, hnsw):
     """An uncached query with terms, its model loaded, is encoded while the full-text leg (its neighbours and
-    details) runs on the server, then the dense leg goes alone: merged, every hit, score and component is what the
-    one statement gives (a plain function encoder is always called before the transaction), for every reader."""
+    details) runs on the server, then the dense leg goes alone (the nearest vectors on the exact path, the dense
+    statement merged on the HNSW one): every hit, score and component is what the one statement gives (a plain
+    function encoder is always called before the transaction), for every reader."""
     monkeypatch.setattr(V, "HNSW_MIN_PROJECT_UNITS", 0 if hnsw else 10_000)
     monkeypatch.setattr(V, "RECALL_CANDIDATES", 4)  # each leg finds units the other does not: their details merge
     monkeypatch.setattr(V, "HNSW_CANDIDATES", 4)  # the walk, not its exact fallback, serves the HNSW path
@@ -953,10 +954,11 @@ def test_a_query_encoded_while_the_server_runs_the_full_text_leg_gets_the_hits_o
     if hnsw:
         embeddings.ensure_model_index(conn, embeddings.model_spec(T1))
         conn.commit()
-    overlapped, found = [], []
+    overlapped, found, merges = [], [], []
     original = memory_assets.recall.search.candidates_while_encoding
     monkeypatch.setattr("memory_assets.recall.search.candidates_while_encoding",
-                        lambda *args: overlapped.append(args) or original(*args))
+                        lambda *args, **kwargs: overlapped.append(args) or original(*args, **kwargs))
+    monkeypatch.setattr("memory_assets.recall.legs.merged", lambda *found: merges.append(found) or merged(*found))
     plain = memory_assets.Memory(mem.pool, mem.url, encoder=lambda m, q: memory_assets.api.encode_query(m, q))
     memory_assets.api.encode_query(T1, "warm the model")
     for actor in (authz.Actor.reader("acme"), authz.Actor.reader("acme", persona="ops")):
@@ -966,6 +968,8 @@ def test_a_query_encoded_while_the_server_runs_the_full_text_leg_gets_the_hits_o
             before = len(overlapped)
             together = mem.recall("acme", query, k=4, actor=actor)
             assert len(overlapped) == before + 1
+            assert len(merges) == (len(overlapped) if hnsw else 0)  # the HNSW path's dense statement, walked; the
+            # exact one's nearest vectors alone (the project within RECALL_ALL_DETAILS_MAX_UNITS)
             alone = plain.recall("acme", query, k=4, actor=actor)
             assert len(overlapped) == before + 1
             assert [(h.token, h.score, h.components) for h in together] == [
@@ -1034,17 +1038,17 @@ def test_the_full_text_answer_reaches_the_client_while_the_question_encodes(mem,
 def test_a_vector_at_hand_in_a_project_known_small_asks_the_full_text_statement_first(mem, conn, clean, embedder,
                                                                                       monkeypatch):
     """A vector at hand (the query cache), in a project this connection's last request found within
-    RECALL_ALL_DETAILS_MAX_UNITS, is asked as the two statements without encoding: the full-text one detailing every
-    unit, then the nearest vectors alone; every hit, score and component is what the one statement gives, which a
-    connection that does not know the project asks. A project grown past the bound since is asked as the two
-    statements merged once, then as the one statement."""
+    RECALL_ALL_DETAILS_MAX_UNITS, is asked as the two statements without encoding (one round trip more than the one
+    statement's): the full-text one detailing every unit, then the nearest vectors alone; every hit, score and
+    component is what the one statement gives, which a connection that does not know the project asks. A project
+    grown past the bound since is asked as the two statements merged once, then as the one statement."""
     conversation(mem, conn, embedder)
     monkeypatch.setattr(Frozen, "at", datetime.now(UTC))
     monkeypatch.setattr("memory_assets.recall.search.datetime", Frozen)  # every request scores at one instant
     asked, merges = [], []
     original = memory_assets.recall.search.candidates_while_encoding
     monkeypatch.setattr("memory_assets.recall.search.candidates_while_encoding",
-                        lambda *args: asked.append(args) or original(*args))
+                        lambda *args, **kwargs: asked.append(args) or original(*args, **kwargs))
     monkeypatch.setattr("memory_assets.recall.legs.merged", lambda *found: merges.append(found) or merged(*found))
     query = "when did the backup check of the billing replica run"
     memory_assets.api.encode_query(T1, query)  # at hand from here on
@@ -1063,10 +1067,15 @@ def test_a_vector_at_hand_in_a_project_known_small_asks_the_full_text_statement_
             return found
 
     assert database.known_units(conn, "acme") is None
-    assert hits(conn) == one_statement() and not asked
+    found = {}
+    trips = {"one": round_trips(conn, lambda: found.setdefault("one", hits(conn)))}
+    assert found["one"] == one_statement() and not asked
     units = database.known_units(conn, "acme")
-    assert units == conn.execute("SELECT last_number FROM memory_projects WHERE project = 'acme'").fetchone()[0]
-    assert hits(conn) == one_statement() and len(asked) == 1 and not merges  # known small: the full-text one first
+    assert units == units_of(conn, "acme")
+    trips["two"] = round_trips(conn, lambda: found.setdefault("two", hits(conn)))
+    assert found["two"] == one_statement() and len(asked) == 1 and not merges  # known small: the full-text one first
+    assert trips["two"] == (trips["one"][0] + 1, trips["one"][1] + 1)  # the nearest vectors' statement sent once
+    # the full-text answer is in (sent with it, the answer would be parsed only after both: psycopg's pipeline)
     monkeypatch.setattr(V, "RECALL_ALL_DETAILS_MAX_UNITS", units)
     note(mem, "acme", "Printer queue", "The printer queue was cleared on Friday.")  # one unit past the bound
     embed_all(conn, embedder)
@@ -1188,13 +1197,19 @@ def test_the_two_statements_merged_are_the_candidates_of_the_one(mem, conn, embe
         assert set(numbers) - full_text_side and set(numbers) - full_text_side <= set(one.details)
 
 
+def units_of(conn, project):
+    """The project's numbered units (memory_projects.last_number)."""
+    return conn.execute("SELECT last_number FROM memory_projects WHERE project = %s", [project]).fetchone()[0]
+
+
 @pytest.mark.parametrize("overfetch", [4, 1])
 def test_a_small_projects_dense_leg_keeps_the_vectors_the_probe_keeps(mem, conn, embedder, monkeypatch, overfetch):
     """After the encode a small project's dense leg is its nearest vectors alone, each checked against the details of
     every unit the full-text statement read: a vector of a unit corrected since it was embedded, one whose unit's
     content hash changed, a kind the request leaves out and another persona's private unit are left out, as the one
     statement's probe of each unit leaves them out. Where those leave a full over-fetch short of the leg's candidates
-    (they are the nearest here), the dense statement runs again and reads every vector, as the one statement does."""
+    (they are the nearest here), every vector of the project is read, as the one statement's exact fallback reads
+    them; a zero query vector (every distance not a number) leaves its order to the dense statement."""
     monkeypatch.setattr(V, "RECALL_CANDIDATES", 3)
     monkeypatch.setattr(V, "EXACT_OVERFETCH", overfetch)  # 12 vectors over-fetched (all of them), or the nearest 3
     corrected = note(mem, "acme", "ZX-81 descaling cadence", "The ZX-81 kettle is descaled every month.").token
@@ -1219,14 +1234,23 @@ def test_a_small_projects_dense_leg_keeps_the_vectors_the_probe_keeps(mem, conn,
         "SELECT unit_id::text FROM memory_embeddings ORDER BY embedding <=> %s LIMIT 3", (vector,)).fetchall()]
     assert set(nearest) & set(left_out)  # the nearest 3 hold vectors left out
     params = request_params("acme", tsquery_terms(query), 3, datetime.now(UTC), False, kinds=["note"], reader="api")
-    merges = []
+    merges, fetched = [], []  # fetched: each nearest-vectors statement's over-fetch
     monkeypatch.setattr("memory_assets.recall.legs.merged", lambda *found: merges.append(found) or merged(*found))
+    sent = memory_assets.recall.legs.execute_positional
+    monkeypatch.setattr("memory_assets.recall.legs.execute_positional", lambda conn, statement, params: (
+        fetched.append(params["exact_overfetch"]) if "LEFT JOIN nearest n ON true" in statement else None) or sent(
+        conn, statement, params))
+    zero = vector * 0
     with conn.pipeline(), authz.scoped(conn, authz.Actor.reader("acme"), one_snapshot=True):
         one = candidates(conn, params, T1, vector, True)
         two, _ = candidates_while_encoding(conn, params, T1, lambda: vector)
-    assert len(merges) == (0 if overfetch == 4 else 1)  # the vectors alone, or the dense statement again
+        assert not merges and fetched == ([12] if overfetch == 4 else [3, units_of(conn, "acme") + 1])
+        one_zero = candidates(conn, params, T1, zero, True)
+        two_zero, _ = candidates_while_encoding(conn, params, T1, lambda: zero)
     assert len(two.dense) == 3 and not {row[0] for row in two.dense} & set(left_out)
     assert (two.dense, two.sparse, sorted(two.near)) == (one.dense, one.sparse, sorted(one.near))
+    assert len(merges) == 1 and all(math.isnan(row[1]) for row in two_zero.dense)  # the dense statement's order
+    assert [row[0] for row in two_zero.dense] == [row[0] for row in one_zero.dense] and len(two_zero.dense) == 3
 
 
 DECAY_SCANS = """

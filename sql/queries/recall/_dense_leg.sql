@@ -8,7 +8,7 @@
 ctx AS MATERIALIZED (
     SELECT {embeddings/_serving_model} AS model_key,
            coalesce((SELECT last_number FROM memory_projects WHERE project = %(project)s), 0) AS units,
-           pg_current_snapshot()::text AS snapshot  -- what the statement read: two that agree read the same rows
+           {recall/_snapshot} AS snapshot
 ), dense_walked AS MATERIALIZED (  -- from hnsw_min units: the vectors the walk of the model's index reaches first
     SELECT w.unit_id, w.unit_revision, w.content_hash, w.distance
     FROM memory_hnsw_walk(%(project)s, {model}, {dim}, %(vector)s::vector, %(overfetch)s,

@@ -126,10 +126,10 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
                 -- a hash join chose, or a probe per candidate); on the HNSW path one probe per candidate whatever the
                 -- plan guesses of the project's size (row-level security's scopes make it guess small: with the key,
                 -- a plan read all of a 6,000-unit project's units to join ~300 candidates). With %(all_details)s, in
-                -- a project of at most %(all_details_max)s numbered units, also every other unit recall may return,
-                -- with its columns as the scan reads them, neither grouped nor probed again (the full-text statement
-                -- sent before the question is encoded details them all, so the dense leg after the encode is its
-                -- rows alone: legs.py)
+                -- a project of at most %(all_details_max)s numbered units (`detailed`), also every other unit recall
+                -- may return, with its columns as the scan reads them, neither grouped nor probed again (the full-text
+                -- statement sent before the question is encoded details them all, so the dense statement after the
+                -- encode is the nearest vectors alone: legs.py)
     SELECT p.*, {recall/_unit_columns}
     FROM pool p JOIN memory_units u ON u.id = p.unit_id AND u.project = %(project)s
     WHERE (SELECT c.units < %(hnsw_min)s FROM ctx c)

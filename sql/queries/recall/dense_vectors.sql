@@ -3,12 +3,14 @@
 -- (legs.candidates_while_encoding). The caller keeps a vector whose unit is among those details (the filters and
 -- row-level security applied there) at the revision and content hash the vector was written for, and ranks them as
 -- the leg does, so each of ~250 probes of the units (~0.65 of ~1.45 ms on LoCoMo) is a lookup in the details; where
--- the two statements read different snapshots (a commit between them in a caller's READ COMMITTED transaction), or
--- the over-fetch falls short, it sends recall/candidates instead. The serving model and the snapshot come first (a row
--- of NULLs after them when the project has no vectors of the query's model), so a request sees a switch between its
+-- the over-fetch falls short it asks again for every vector, and where the two statements read different snapshots
+-- (a commit between them in a caller's READ COMMITTED transaction) it sends recall/candidates instead. The scan is
+-- dense_scan's, spelled here without the leg's other expressions (written as the leg's fragment and reading
+-- dense_scan alone, it took 0.14 ms more: the plan's set-up). The serving model and the snapshot come first (a row of
+-- NULLs after them when the project has no vectors of the query's model), so a request sees a switch between its
 -- statements.
 WITH ctx AS MATERIALIZED (
-    SELECT {embeddings/_serving_model} AS model_key, pg_current_snapshot()::text AS snapshot
+    SELECT {embeddings/_serving_model} AS model_key, {recall/_snapshot} AS snapshot
 ), nearest AS MATERIALIZED (
     SELECT e.unit_id, e.unit_revision, e.content_hash, e.embedding <=> %(vector)s::vector AS distance
     FROM memory_embeddings e
