@@ -1424,7 +1424,8 @@ def test_the_exact_path_sorts_the_vectors_alone_and_joins_them_all_when_its_over
 
 def test_the_exact_paths_sort_keeps_a_tie_at_its_edge_whole(mem, conn, embedder, monkeypatch):
     """One text under several kinds is one vector: a tie at the over-fetch's edge is kept whole, so the leg orders
-    it by unit number as the join of every vector did (cut by id, another unit came first)."""
+    it by unit number as the join of every vector did (cut by id, another unit came first), on the one statement's
+    path and on a small project's nearest vectors alone (cut there, the units read first would come first)."""
     for kind in ("note", "recipe", "env", "qa", "codemap"):
         mem.remember(project="acme", kind=kind, type="semantic", title="Deploy window",
                      body="Deploys to production happen on Tuesdays after the review.")
@@ -1435,3 +1436,14 @@ def test_the_exact_paths_sort_keeps_a_tie_at_its_edge_whole(mem, conn, embedder,
         monkeypatch.setattr(V, "EXACT_OVERFETCH", overfetch)
         tokens[overfetch] = [h.token for h in mem.recall("acme", "when are deploys", k=3, legs="dense")]
     assert tokens[1.25] == tokens[100.0] == ["mem-1", "mem-2", "mem-3"], tokens
+    monkeypatch.setattr(V, "EXACT_OVERFETCH", 1.25)  # and a small project's nearest vectors alone, after the encode,
+    conn.execute("UPDATE memory_embeddings SET model_revision = model_revision WHERE unit_id IN ("  # units 1 and 2's
+                 "SELECT id FROM memory_units WHERE number <= 2)")  # vectors read last: a cut keeps 3, 4 and 5
+    conn.commit()
+    query = "when are deploys"
+    vector = memory_assets.api.encode_query(T1, query)
+    params = request_params("acme", tsquery_terms(query), 3, datetime.now(UTC), False, reader="api")
+    with conn.pipeline(), authz.scoped(conn, authz.Actor.reader("acme"), one_snapshot=True):
+        two, _ = candidates_while_encoding(conn, params, T1, lambda: vector)
+    numbers = dict(conn.execute("SELECT id::text, number FROM memory_units").fetchall())
+    assert [numbers[row[0]] for row in two.dense] == [1, 2, 3]
