@@ -110,8 +110,7 @@ def leg_alone(conn: psycopg.Connection[Any], vectors: str, nearest: psycopg.Curs
     with tracing.span("memory.recall.legs") as span:
         rows = nearest.fetchall()  # the serving model and the snapshot first, then the vectors by distance
         kept = current_vectors(rows, found)
-        if kept is not None and len(kept) < params["candidates"] and rows[0][2] is not None and (
-                len(rows) >= params["exact_overfetch"]):
+        if kept is not None and len(kept) < params["candidates"] and len(rows) >= params["exact_overfetch"]:
             rows = execute_positional(conn, vectors, {**params, "exact_overfetch": found.units + 1}).fetchall()
             kept = current_vectors(rows, found)  # every vector: a project has no more than its numbered units
         if kept is None:
