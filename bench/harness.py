@@ -133,11 +133,12 @@ GOALS = (
          "and the cited text. A cold call at 5e1c7ff, "
          "slow hour: the encode 7.1 ms beside the server's statement (5.2 alone), then ~8 ms, Python ~4.7 of it "
          "(parsing ~650 rows 1.2-1.8, fusing 0.45-0.65, scoring 1.0-1.55, citations and hits ~1.2; item 31), so half "
-         "of mem0's p95 needs what follows the encode under ~7 ms at p95. Next: the details as columns and fusion "
-         "and scoring over arrays (item 28's prototype: 1.08 -> 0.66 ms for the same top 10; the dicts "
-         "micro-optimised gave nothing, item 31); in a fast spell at 12fd53f the full-text statement outlasts the "
-         "encode by ~1 ms (its ts_rank of every matching unit ~0.4 ms of it; ranking only the leg's top saved "
-         "nothing, item 33); fewer candidates per leg, a trade (both legs at 100: 11 % off a "
+         "of mem0's p95 needs what follows the encode under ~7 ms at p95. Since item 34 fusion and scoring run over "
+         "the pool's columns (0.74x alone, cold calls 0.98x); next: the details as columns, which the pool still "
+         "gathers unit by unit (~0.3 of its time, each recency's exponent included); in a fast spell at 12fd53f "
+         "the full-text statement outlasts the encode by ~1 ms (its ts_rank of every matching unit ~0.4 ms of it; "
+         "ranking only the leg's top saved nothing, item 33; a small project's units read in one scan, 0.95x "
+         "alone, 0.99x in whole calls, item 34); fewer candidates per leg, a trade (both legs at 100: 11 % off a "
          "cold call for R@10 0.8035 -> 0.7965, item 23); the int8 query encoder kept only 0.935 of torch's top 10"),
     Goal("recall@10 of evidence / mem0's", "peer", ("ratios", "recall_at_10_ours_vs_mem0"), 2.0, False, X,
          "multi-hop and open-domain questions: a reranker or query expansion",

@@ -32,7 +32,7 @@ class Round(NamedTuple):
 
     component: str
     found: Candidates
-    fused: fusion.Fused
+    fused: fusion.Pool
     weight: float
 
 
@@ -121,25 +121,23 @@ def rounds(conn: psycopg.Connection[Any], params: dict[str, Any], query: str, fo
     return done
 
 
-def mix(fused: fusion.Fused, details: dict[str, dict[str, Any]], near: list[tuple[Any, ...]], episodic: set[str],
+def mix(fused: fusion.Pool, details: dict[str, dict[str, Any]], near: list[tuple[Any, ...]], episodic: set[str],
         extra: list[Round]) -> None:
     """Each unit's relevance becomes (1 - the rounds' weights) x its first-round relevance + each round's weight x
     its relevance there (0..1 stays 0..1); units a round found join the pool with their details and neighbours, and
     every unit carries each round's component (0 where the round missed it)."""
     if not extra:
         return
-    keep = 1.0 - sum(r.weight for r in extra)
-    for entry in fused.values():
-        entry["relevance"] *= keep
+    fused.columns["relevance"] *= 1.0 - sum(r.weight for r in extra)
     for component, found, round_fused, weight in extra:
-        for unit_id, theirs in round_fused.items():
-            entry = fused.setdefault(unit_id, fusion.unfound())
-            entry[component] = theirs["relevance"]
-            entry["relevance"] += weight * theirs["relevance"]
+        theirs = round_fused.columns["relevance"]
+        at = fused.positions(round_fused.ids)
+        fused.column(component)[at] = theirs  # created for every unit: those the round missed get 0 below
+        fused.columns["relevance"][at] += weight * theirs
         for unit_id, row in found.details.items():
             details.setdefault(unit_id, row)
         near.extend(found.near)
         episodic |= seedable(found)
-    for entry in fused.values():
-        for component, *_ in extra:
-            entry.setdefault(component, 0.0)
+    for component, *_ in extra:
+        missed = fused.columns[component]
+        missed[np.isnan(missed)] = 0.0

@@ -1,57 +1,126 @@
-"""Fusion and scoring as pure functions: legs fused, neighbours and sessions lifted, cues applied, then ranked."""
+"""Fusion and scoring as pure functions over the pool's columns: legs fused, neighbours and sessions lifted, cues
+applied, then ranked."""
 
 from __future__ import annotations
 
-import heapq
+import itertools
 import math
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
+
+import numpy as np
 
 from memory_assets import tracing
 from memory_assets import vocabulary as V
 from memory_assets.recall import cues, learned
 
-Fused = dict[str, dict[str, Any]]  # unit id -> its score components
+LEGS = ("dense", "sparse")  # a leg that did not find a unit: None among its components, not left out
+UNFOUND_ZERO = ("rrf", "scores", "relevance")  # a unit neither leg found starts at 0 in these, lacks the rest
 
 
-def unfound() -> dict[str, Any]:
-    """The components of a unit that neither leg found and that joins the pool through its neighbours or a round."""
-    return {"dense": None, "sparse": None, "rrf": 0.0, "scores": 0.0, "relevance": 0.0}
+class Pool(Mapping[str, dict[str, Any]]):
+    """Every candidate's score components as columns, a position per unit in the order it joined (NaN: the unit
+    lacks that component), so fusion and scoring are array operations; read as unit id -> its components."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.at: dict[str, int] = {}
+        self.columns: dict[str, np.ndarray[Any, np.dtype[np.float64]]] = {}
+
+    @classmethod
+    def of(cls, entries: Mapping[str, Mapping[str, Any]]) -> Pool:
+        """A pool from components per unit (a component a unit lacks, or None, is absent)."""
+        pool = cls()
+        pool.positions(entries)
+        for entry in entries.values():
+            for name in entry:
+                pool.column(name)
+        for name, column in pool.columns.items():
+            column[:] = [np.nan if entry.get(name) is None else entry[name] for entry in entries.values()]
+        return pool
+
+    def __getitem__(self, unit_id: str) -> dict[str, Any]:
+        at = self.at[unit_id]
+        entry: dict[str, Any] = {}
+        for name, column in self.columns.items():
+            value = float(column[at])
+            if not math.isnan(value):
+                entry[name] = value
+            elif name in LEGS:
+                entry[name] = None
+        return entry
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __contains__(self, unit_id: object) -> bool:
+        return unit_id in self.at
+
+    def copy(self) -> Pool:
+        """A pool that later scoring does not change."""
+        pool = Pool()
+        pool.ids, pool.at = list(self.ids), dict(self.at)
+        pool.columns = {name: column.copy() for name, column in self.columns.items()}
+        return pool
+
+    def positions(self, unit_ids: Iterable[str]) -> np.ndarray[Any, np.dtype[np.intp]]:
+        """The units' positions; a unit new to the pool joins it as one neither leg found."""
+        at, before = self.at, len(self.ids)
+        join = at.setdefault
+        found = np.fromiter([join(unit_id, len(at)) for unit_id in unit_ids], np.intp)
+        if len(at) > before:  # the dict keeps the order units joined in
+            self.ids.extend(itertools.islice(at, before, None))
+            for name, column in self.columns.items():
+                self.columns[name] = np.concatenate(
+                    (column, np.full(len(at) - before, 0.0 if name in UNFOUND_ZERO else np.nan)))
+        return found
+
+    def column(self, name: str) -> np.ndarray[Any, np.dtype[np.float64]]:
+        """A component's column, every unit lacking it when it is new."""
+        column = self.columns.get(name)
+        if column is None:
+            column = self.columns[name] = np.full(len(self.ids), np.nan)
+        return column
+
+    def gathered(self, details: dict[str, dict[str, Any]], name: str) -> list[Any]:
+        """One detail of every unit in the pool, in the pool's order."""
+        return [details[unit_id][name] for unit_id in self.ids]
 
 
 @tracing.traced("memory.recall.fusion", tracing.candidates)
-def fuse(dense: list[tuple[Any, ...]], sparse: list[tuple[Any, ...]], weights: tuple[float, float]) -> Fused:
+def fuse(dense: list[tuple[Any, ...]], sparse: list[tuple[Any, ...]], weights: tuple[float, float]) -> Pool:
     """Each leg's scores min-max normalised and weighted, mixed with weighted RRF; a unit first in both scores 1."""
+    pool = Pool()
+    for name in (*LEGS, *UNFOUND_ZERO):
+        pool.column(name)
     wd, ws = (weights[0] if dense else 0.0), (weights[1] if sparse else 0.0)
     if not wd + ws:
-        return {}
-    fused: Fused = {}
+        return pool
+    legs = []
     for leg, rows, weight in (("dense", dense, wd), ("sparse", sparse, ws)):
-        if not rows:
-            continue
-        scores = [1.0 - float(row[1]) for row in rows] if leg == "dense" else [float(row[1]) for row in rows]
-        low, high = min(scores), max(scores)
-        for rank, (row, score) in enumerate(zip(rows, scores, strict=True), start=1):
-            rrf, normalised = weight / (V.RRF_K + rank), weight * ((score - low) / (high - low) if high > low else 1.0)
-            entry = fused.get(row[0])
-            if entry is None:  # a unit's first leg: its sums start there (0.0 + x is x)
-                fused[row[0]] = {"dense": None, "sparse": None, leg: score, "rrf": rrf, "scores": normalised}
-            else:
-                entry[leg] = score
-                entry["rrf"] += rrf
-                entry["scores"] += normalised
-    best_rrf, total, share = (wd + ws) / (V.RRF_K + 1), wd + ws, V.RRF_SHARE
-    for entry in fused.values():
-        rrf = entry["rrf"] = entry["rrf"] / best_rrf
-        scores = entry["scores"] = entry["scores"] / total
-        entry["relevance"] = share * rrf + (1 - share) * scores
-    return fused
+        if rows:
+            raw = np.fromiter((row[1] for row in rows), np.float64, len(rows))
+            legs.append((leg, pool.positions(row[0] for row in rows), 1.0 - raw if leg == "dense" else raw, weight))
+    rrf, scores = pool.columns["rrf"], pool.columns["scores"]  # every unit joined at 0 (UNFOUND_ZERO)
+    for leg, at, score, weight in legs:
+        pool.columns[leg][at] = score
+        low, high = score.min(), score.max()
+        rrf[at] += weight / (V.RRF_K + np.arange(1, len(at) + 1))
+        scores[at] += weight * ((score - low) / (high - low)) if high > low else weight * 1.0
+    rrf /= (wd + ws) / (V.RRF_K + 1)
+    scores /= wd + ws
+    pool.columns["relevance"] = V.RRF_SHARE * rrf + (1 - V.RRF_SHARE) * scores
+    return pool
 
 
-def seeds(fused: Fused, episodic: set[str]) -> list[str]:
+def seeds(fused: Pool, episodic: set[str]) -> list[str]:
     """The best-scoring episodic candidates, whose neighbouring turns share their relevance."""
-    best = heapq.nsmallest(V.CONTEXT_SEEDS, fused, key=lambda u: -fused[u]["relevance"])  # sorted(...)[:n]
-    return [u for u in best if u in episodic]
+    best = np.argsort(-fused.columns["relevance"], kind="stable")[: V.CONTEXT_SEEDS]
+    return [unit_id for unit_id in map(fused.ids.__getitem__, best.tolist()) if unit_id in episodic]
 
 
 def of_seeds(neighbours: list[tuple[Any, ...]], seeds: list[str],
@@ -63,16 +132,17 @@ def of_seeds(neighbours: list[tuple[Any, ...]], seeds: list[str],
             if row[0] in chosen and not chosen[row[0]].isdisjoint(details[row[1]]["sessions"] or ())]
 
 
-def spread_to_neighbours(fused: Fused, neighbours: list[tuple[Any, ...]]) -> None:
+def spread_to_neighbours(fused: Pool, neighbours: list[tuple[Any, ...]]) -> None:
     """Give each neighbouring turn a share of its best seed's relevance, falling with the distance in turns."""
+    relevance, at = fused.columns["relevance"], fused.at
     bonus: dict[str, float] = {}
     for of_id, unit_id, distance in neighbours:
-        share = V.CONTEXT_WEIGHT * fused[of_id]["relevance"] / distance
+        share = V.CONTEXT_WEIGHT * float(relevance[at[of_id]]) / distance
         bonus[unit_id] = max(bonus.get(unit_id, 0.0), share)
-    for unit_id, extra in bonus.items():
-        entry = fused.get(unit_id) or fused.setdefault(unit_id, unfound())
-        entry["context"] = extra
-        entry["relevance"] += extra
+    if bonus:
+        lifted, extra = fused.positions(bonus), np.fromiter(bonus.values(), np.float64, len(bonus))
+        fused.column("context")[lifted] = extra
+        fused.columns["relevance"][lifted] += extra
 
 
 def max_relevance(persona: bool, time: bool) -> float:
@@ -81,24 +151,26 @@ def max_relevance(persona: bool, time: bool) -> float:
             * (1 + V.TIME_CUE_BOOST * time))
 
 
-def lift_sessions(fused: Fused, details: dict[str, dict[str, Any]]) -> None:
+def lift_sessions(fused: Pool, details: dict[str, dict[str, Any]]) -> None:
     """Give every unit a share of its session's best relevance: the evidence for a question clusters in sessions."""
-    sessions = [(details[unit_id]["session_id"], entry) for unit_id, entry in fused.items()]
-    best: dict[str, float] = {}
-    for session, entry in sessions:
-        if session and best.get(session, -1.0) < entry["relevance"]:  # max() without a call: relevance is >= 0
-            best[session] = entry["relevance"]
-    top = max(best.values(), default=0.0)
+    numbered: dict[str, int] = {}
+    session = np.fromiter((-1 if not s else numbered.setdefault(s, len(numbered))
+                           for s in fused.gathered(details, "session_id")), np.intp, len(fused))
+    if not numbered:
+        return
+    held, relevance = session >= 0, fused.columns["relevance"]
+    best = np.full(len(numbered), -1.0)
+    np.maximum.at(best, session[held], relevance[held])
+    top = best.max()
     if not top:
         return
-    for session, entry in sessions:
-        if session:
-            lift = entry["session"] = V.SESSION_WEIGHT * best[session] / top
-            entry["relevance"] += lift
+    lift = V.SESSION_WEIGHT * best[session[held]] / top
+    fused.column("session")[held] = lift
+    relevance[held] += lift
 
 
 @tracing.traced("memory.recall.score")
-def score(fused: Fused, details: dict[str, dict[str, Any]], query: str, at: datetime) -> list[str]:
+def score(fused: Pool, details: dict[str, dict[str, Any]], query: str, at: datetime) -> list[str]:
     """Final score: the learned ranker over every component when its weights file is usable, else the hand-set
     relevance (with the persona and time cues) * (0.7 + 0.2 importance + 0.1 recency); returns notes for the
     result (why a weights file present is not used)."""
@@ -106,43 +178,43 @@ def score(fused: Fused, details: dict[str, dict[str, Any]], query: str, at: date
     return learn(fused, details)
 
 
-def learn(fused: Fused, details: dict[str, dict[str, Any]]) -> list[str]:
+def learn(fused: Pool, details: dict[str, dict[str, Any]]) -> list[str]:
     """Replace the hand-set scores by the learned ranker's (one vectorised pass), capturing the candidates first
     when an evaluation asks; the hand-set scores stay when no usable weights file is there."""
-    entries = list(fused.values())
     if learned.capture_on():
-        learned.capture(list(fused), [details[u]["number"] for u in fused], entries)
-    model, note = learned.active(entries)
+        learned.capture(list(fused), fused.gathered(details, "number"), list(fused.values()))
+    model, note = learned.active(learned.present(fused.columns))
     tracing.annotate(fusion="learned" if model is not None else "handset")
-    if model is not None and entries:
-        for entry, value in zip(entries, learned.scores(model, entries).tolist(), strict=True):
-            entry["score"] = value
+    if model is not None and len(fused):
+        fused.columns["score"] = learned.score_matrix(
+            model, learned.column_matrix(fused.columns, model.components, len(fused)))
     return [note] if note else []
 
 
-def handset(fused: Fused, details: dict[str, dict[str, Any]], query: str, at: datetime) -> None:
+def handset(fused: Pool, details: dict[str, dict[str, Any]], query: str, at: datetime) -> None:
     """The hand-set score: relevance (with the persona and time cues) * (0.7 + 0.2 importance + 0.1 recency)."""
-    named = cues.named_words(query)
-    windows = cues.time_windows(query)
-    pool = [(entry, details[unit_id]) for unit_id, entry in fused.items()]
-    persona = dated = False
-    if named or windows:  # most questions name no date, and few a persona: the cues' pass is one over the pool
-        for entry, unit in pool:
-            if named and unit["personas"] and not named.isdisjoint(unit["personas"]):
-                entry["persona"] = V.PERSONA_BOOST
-                entry["relevance"] *= 1 + V.PERSONA_BOOST
-                persona = True
-            if windows and any(start <= unit["valid_from"] < end for start, end in windows):
-                entry["time"] = V.TIME_CUE_BOOST
-                entry["relevance"] *= 1 + V.TIME_CUE_BOOST
-                dated = True
-    ceiling = max_relevance(persona, dated)
-    for entry, unit in pool:
-        relevance = entry["relevance"] = entry["relevance"] / ceiling
-        importance = entry["importance"] = unit["importance"]  # real columns: floats already
-        entry["trust"] = unit["trust"]
-        fresh = entry["recency"] = recency(unit["valid_from"], at) if unit["recency"] is None else unit["recency"]
-        entry["score"] = relevance * (0.7 + 0.2 * importance + 0.1 * fresh)
+    named, windows = cues.named_words(query), cues.time_windows(query)
+    units = [details[unit_id] for unit_id in fused.ids]
+    relevance, persona, dated = fused.columns["relevance"], False, False
+    if named:
+        marked = np.fromiter((bool(u["personas"]) and not named.isdisjoint(u["personas"]) for u in units), bool,
+                             len(units))
+        if persona := bool(marked.any()):
+            fused.column("persona")[marked] = V.PERSONA_BOOST
+            relevance[marked] *= 1 + V.PERSONA_BOOST
+    if windows:
+        marked = np.fromiter((any(start <= u["valid_from"] < end for start, end in windows) for u in units), bool,
+                             len(units))
+        if dated := bool(marked.any()):
+            fused.column("time")[marked] = V.TIME_CUE_BOOST
+            relevance[marked] *= 1 + V.TIME_CUE_BOOST
+    relevance /= max_relevance(persona, dated)
+    importance = fused.columns["importance"] = np.fromiter((u["importance"] for u in units), np.float64, len(units))
+    fused.columns["trust"] = np.fromiter((u["trust"] for u in units), np.float64, len(units))
+    fresh = fused.columns["recency"] = np.fromiter(  # recency() inline: a call per unit costs a third more
+        (math.exp(_DECAY_PER_SECOND * max(0.0, (at - u["valid_from"]).total_seconds())) if u["recency"] is None
+         else u["recency"] for u in units), np.float64, len(units))
+    fused.columns["score"] = relevance * (0.7 + 0.2 * importance + 0.1 * fresh)
 
 
 _DECAY_PER_SECOND = -math.log(2) / (V.RECENCY_HALF_LIFE_DAYS * 86400)  # recency's exponent, worked out once
@@ -153,6 +225,7 @@ def recency(valid_from: datetime, at: datetime) -> float:
     return math.exp(_DECAY_PER_SECOND * max(0.0, (at - valid_from).total_seconds()))
 
 
-def ranked(fused: Fused, details: dict[str, dict[str, Any]], k: int) -> list[str]:
+def ranked(fused: Pool, details: dict[str, dict[str, Any]], k: int) -> list[str]:
     """The k best unit ids by score, ties broken by unit number (older first)."""
-    return heapq.nsmallest(k, fused, key=lambda u: (-fused[u]["score"], details[u]["number"]))  # sorted(...)[:k]
+    numbers = np.fromiter(fused.gathered(details, "number"), np.int64, len(fused))
+    return [fused.ids[at] for at in np.lexsort((numbers, -fused.columns["score"]))[:k].tolist()]

@@ -16,7 +16,7 @@ import contextvars
 import json
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,9 +56,15 @@ def numeric_components(entries: Sequence[dict[str, Any]]) -> set[str]:
     """The numeric components the entries carry (a None leg value counts: the leg is a component, just absent);
     the known ones by name, any other by its values (one pass over the keys, then only over a new key's values)."""
     keys: set[str] = set().union(*entries) if entries else set()
-    found = {HANDSET} if "score" in keys else set()
-    return found | {key for key in keys - NOT_FEATURES if key in KNOWN or all(
-        entry.get(key) is None or isinstance(entry.get(key), (int, float)) for entry in entries)}
+    return present(key for key in keys if key in KNOWN or all(
+        entry.get(key) is None or isinstance(entry.get(key), (int, float)) for entry in entries))
+
+
+def present(names: Iterable[str]) -> set[str]:
+    """The components numeric values under these names give the ranker: the hand-set score as HANDSET, never the
+    output itself."""
+    names = set(names)
+    return ({HANDSET} if "score" in names else set()) | (names - NOT_FEATURES)
 
 
 def parts(feature: str) -> list[str]:
@@ -175,18 +181,18 @@ def capture(ids: list[str], numbers: list[int], entries: list[dict[str, Any]]) -
         captured.append((ids, numbers, [dict(entry) for entry in entries]))
 
 
-def active(entries: Sequence[dict[str, Any]]) -> tuple[FusionModel | None, str | None]:
+def active(components: set[str]) -> tuple[FusionModel | None, str | None]:
     """The model this request ranks with (None: the hand-set formula) and, when a file exists but is not used,
-    why: it must list every numeric component the request's entries carry (read only when a file is there)."""
+    why: it must list every numeric component the request's candidates carry (`components`, as `present` names
+    them; read only when a file is there)."""
     override = _override.get()
     if override is not None:
         return override[0], None
     model, note = load(weights_path())
     if model is None:
         return None, note
-    present = numeric_components(entries)
-    if not present <= set(model.components):
-        missing = ", ".join(sorted(present - set(model.components)))
+    if not components <= set(model.components):
+        missing = ", ".join(sorted(components - set(model.components)))
         return None, f"learned fusion off: the weights file was fitted without {missing}; refit it"
     return model, note
 
@@ -222,6 +228,14 @@ def scores(model: FusionModel, entries: Sequence[dict[str, Any]]) -> np.ndarray[
     """The model's score of each entry: sigmoid(bias + weights . features), in (0, 1)."""
     used = {name for feature in model.features for name in parts(feature)}
     return score_matrix(model, matrix(entries, model.components, used))
+
+
+def column_matrix(columns: Mapping[str, np.ndarray[Any, np.dtype[np.float64]]], components: Sequence[str],
+                  rows: int) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """A pool's component columns (recall.fusion.Pool) as the matrix `matrix` builds from entries: absent is 0."""
+    absent = np.zeros(rows)
+    return np.column_stack([np.nan_to_num(columns.get("score" if name == HANDSET else name, absent))
+                            for name in components])
 
 
 def score_matrix(model: FusionModel, base: np.ndarray[Any, np.dtype[np.float64]]

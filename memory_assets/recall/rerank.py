@@ -17,6 +17,7 @@ from typing import Any
 
 from memory_assets import tracing
 from memory_assets import vocabulary as V
+from memory_assets.recall import fusion
 
 log = logging.getLogger(__name__)
 
@@ -65,15 +66,16 @@ def missing_note() -> str:
 
 
 @tracing.traced("memory.recall.rerank")
-def rerank(reranker: Reranker, query: str, ids: list[str], texts: dict[str, dict[str, Any]],
-           fused: dict[str, dict[str, Any]], k: int) -> list[str]:
+def rerank(reranker: Reranker, query: str, ids: list[str], texts: dict[str, dict[str, Any]], fused: fusion.Pool,
+           k: int) -> list[str]:
     """The k best of `ids` once the cross-encoder has scored each (title and body) against the query: its score is
     the "rerank" component and RERANK_SHARE of the final score (ties keep the fused order)."""
     scores = reranker(query, [f"{texts[u]['title']}\n{texts[u]['body']}" for u in ids])
+    at = fused.positions(ids)
+    score = fused.columns["score"]
+    fused.column("fused_score")[at] = score[at]
+    reranked = fused.column("rerank")
+    reranked[at] = scores
+    score[at] = V.RERANK_SHARE * reranked[at] + (1 - V.RERANK_SHARE) * score[at]
     order = {unit_id: rank for rank, unit_id in enumerate(ids)}
-    for unit_id, value in zip(ids, scores, strict=True):
-        entry = fused[unit_id]
-        entry["fused_score"] = entry["score"]
-        entry["rerank"] = value
-        entry["score"] = V.RERANK_SHARE * value + (1 - V.RERANK_SHARE) * entry["score"]
-    return sorted(ids, key=lambda u: (-fused[u]["score"], order[u]))[:k]
+    return sorted(ids, key=lambda u: (-score[fused.at[u]], order[u]))[:k]

@@ -138,7 +138,7 @@ def recall(conn: psycopg.Connection[Any], project: str, query: str, k: int = V.R
                 return RecallResult(hits=[], mode=mode, notes=notes)
             near, episodic = found.near, seedable(found)
             if prf or second_round:
-                first = {unit_id: dict(entry) for unit_id, entry in fused.items()}
+                first = fused.copy()
                 best = structured(first, near, episodic, scoring, query, at, V.FEEDBACK_DOCS, feedback=True)
                 extra = expansion.rounds(conn, params, query, found, best, vector, sparse_leg, weights, prf=prf,
                                          second_round=second_round)
@@ -173,7 +173,7 @@ def encoded(encoder: QueryEncoder, model_key: str, query: str) -> np.ndarray[Any
     return vector
 
 
-def structured(fused: fusion.Fused, near: list[tuple[Any, ...]], episodic: set[str],
+def structured(fused: fusion.Pool, near: list[tuple[Any, ...]], episodic: set[str],
                scoring: dict[str, dict[str, Any]], query: str, at: datetime, k: int, notes: list[str] | None = None,
                *, feedback: bool = False) -> list[str]:
     """Conversation structure (neighbouring turns, sessions) and the cues applied to fused legs, then the k best;

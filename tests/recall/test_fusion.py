@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -43,12 +44,12 @@ def test_rrf_share_mixes_rank_and_score():
 
 
 def test_seeds_are_the_best_episodic_candidates():
-    fused = {u: {"relevance": r} for u, r in (("a", 0.9), ("b", 0.8), ("c", 0.7))}
+    fused = fusion.Pool.of({u: {"relevance": r} for u, r in (("a", 0.9), ("b", 0.8), ("c", 0.7))})
     assert fusion.seeds(fused, {"a", "c"}) == ["a", "c"]
 
 
 def test_neighbours_share_relevance_falling_with_distance():
-    fused = {"seed": {"relevance": 1.0, "dense": None, "sparse": None, "rrf": 0.0, "scores": 0.0}}
+    fused = fusion.Pool.of({"seed": {"relevance": 1.0, "dense": None, "sparse": None, "rrf": 0.0, "scores": 0.0}})
     fusion.spread_to_neighbours(fused, [("seed", "next", 1), ("seed", "far", 2)])
     assert fused["next"]["context"] == pytest.approx(V.CONTEXT_WEIGHT)
     assert fused["far"]["context"] == pytest.approx(V.CONTEXT_WEIGHT / 2)
@@ -56,7 +57,7 @@ def test_neighbours_share_relevance_falling_with_distance():
 
 
 def test_a_session_lifts_its_other_units_by_its_best():
-    fused = {"a": {"relevance": 1.0}, "b": {"relevance": 0.1}, "c": {"relevance": 0.5}}
+    fused = fusion.Pool.of({"a": {"relevance": 1.0}, "b": {"relevance": 0.1}, "c": {"relevance": 0.5}})
     scoring = details(a={"session_id": "s1"}, b={"session_id": "s1"}, c={"session_id": "s2"})
     fusion.lift_sessions(fused, scoring)
     assert fused["b"]["session"] == pytest.approx(V.SESSION_WEIGHT)
@@ -64,7 +65,7 @@ def test_a_session_lifts_its_other_units_by_its_best():
 
 
 def test_persona_and_date_cues_multiply_relevance_and_scores_stay_within_one():
-    fused = {u: {"relevance": 1.0} for u in ("named", "dated", "plain")}
+    fused = fusion.Pool.of({u: {"relevance": 1.0} for u in ("named", "dated", "plain")})
     scoring = details(named={"personas": ["maria"]}, dated={"valid_from": datetime(2023, 7, 7, 12, tzinfo=UTC)},
                       plain={})
     fusion.score(fused, scoring, "What did Maria plan on 7 July, 2023?", AT)
@@ -75,7 +76,7 @@ def test_persona_and_date_cues_multiply_relevance_and_scores_stay_within_one():
 
 
 def test_the_final_score_follows_the_design_formula():
-    fused = {"a": {"relevance": 1.0}}
+    fused = fusion.Pool.of({"a": {"relevance": 1.0}})
     fusion.score(fused, details(a={"importance": 0.8, "recency": 0.5}), "plain words", AT)
     relevance = 1.0 / fusion.max_relevance(False, False)
     assert fused["a"]["score"] == pytest.approx(relevance * (0.7 + 0.2 * 0.8 + 0.1 * 0.5))
@@ -88,6 +89,47 @@ def test_recency_halves_every_half_life_and_never_exceeds_one():
 
 
 def test_ranking_breaks_ties_by_unit_number():
-    fused = {"late": {"score": 0.5}, "early": {"score": 0.5}, "best": {"score": 0.9}}
+    fused = fusion.Pool.of({"late": {"score": 0.5}, "early": {"score": 0.5}, "best": {"score": 0.9}})
     scoring = details(late={"number": 9}, early={"number": 2}, best={"number": 5})
     assert fusion.ranked(fused, scoring, 2) == ["best", "early"]
+
+
+def test_a_turn_neither_leg_found_joins_the_pool_through_its_neighbour_at_zero():
+    """The spread adds a unit the legs missed: no leg's value, no rank or score parts, its context its relevance."""
+    fused = fusion.fuse([("seed", 0.1, True), ("other", 0.3, True)], [], (1.0, 1.3))
+    fusion.spread_to_neighbours(fused, [("seed", "next", 1)])
+    assert list(fused) == ["seed", "other", "next"] and "context" not in fused["seed"]
+    assert fused["next"] == {"dense": None, "sparse": None, "rrf": 0.0, "scores": 0.0,
+                             "relevance": pytest.approx(V.CONTEXT_WEIGHT), "context": pytest.approx(V.CONTEXT_WEIGHT)}
+
+
+def test_a_copy_keeps_its_components_while_the_pool_it_came_from_is_scored():
+    fused = fusion.fuse([("a", 0.1, True)], [("b", 3.0, True)], (1.0, 1.3))
+    before, first = fused["a"], fused.copy()
+    fusion.score(first, details(a={}, b={"number": 2}), "plain words", AT)
+    assert "score" in first["a"] and first["a"]["relevance"] < before["relevance"] and fused["a"] == before
+
+
+def test_every_units_score_and_rank_follow_its_own_components():
+    """Over a pool of hundreds, each unit's columns give its own formula's score, and the ranking is by score then
+    unit number, as one unit at a time would compute them."""
+    rng = random.Random(7)
+    ids = [f"u{i}" for i in range(400)]
+    dense = [(u, rng.uniform(0.2, 0.9), True) for u in rng.sample(ids, 250)]
+    sparse = [(u, rng.choice((0.5, 1.0, 2.5)), True) for u in rng.sample(ids, 200)]  # ties, as idf sums give
+    dense.sort(key=lambda row: row[1])
+    sparse.sort(key=lambda row: -row[1])
+    scoring = details(**{u: {"number": i + 1, "importance": rng.random(), "session_id": f"s{i % 9}",
+                             "sessions": [f"s{i % 9}"], "recency": None if i % 3 else rng.random(),
+                             "valid_from": AT - timedelta(days=i)} for i, u in enumerate(ids)})
+    fused = fusion.fuse(dense, sparse, (V.DENSE_WEIGHT, V.SPARSE_WEIGHT))
+    fusion.spread_to_neighbours(fused, [(dense[0][0], u, 1) for u in rng.sample(ids, 30)])
+    fusion.lift_sessions(fused, scoring)
+    fusion.score(fused, scoring, "plain words", AT)
+    for unit_id, entry in fused.items():
+        unit = scoring[unit_id]
+        fresh = fusion.recency(unit["valid_from"], AT) if unit["recency"] is None else unit["recency"]
+        assert entry["recency"] == fresh and entry["importance"] == unit["importance"]
+        assert entry["score"] == entry["relevance"] * (0.7 + 0.2 * unit["importance"] + 0.1 * fresh)
+    best = sorted(fused, key=lambda u: (-fused[u]["score"], scoring[u]["number"]))
+    assert fusion.ranked(fused, scoring, 50) == best[:50] and len(fused) > 300

@@ -100,8 +100,7 @@ def test_an_unusable_weights_file_falls_back_with_a_note(weights, content):
 def test_a_component_the_file_was_not_fitted_on_falls_back_until_refitted(weights):
     learned.write(model(), weights)
     fused = candidates(30)
-    for entry in fused.values():
-        entry["prf"] = 0.3  # a new leg's component
+    fused.column("prf")[:] = 0.3  # a new leg's component
     notes = fusion.score(fused, details(30), "plain words", AT)
     assert notes == ["learned fusion off: the weights file was fitted without prf; refit it"]
     assert {u: e["score"] for u, e in fused.items()} == handset_scores(30)
@@ -134,7 +133,7 @@ def test_the_packaged_weights_file_is_usable_when_shipped_and_its_absence_means_
     """No file ships today (the fit did not rise out of fold): recall then scores by hand, saying nothing; a file
     that ships must load, cover every component and carry where it came from and what it bought."""
     if not learned.PACKAGED.exists():
-        assert learned.active([dict.fromkeys(learned.COMPONENTS, 0.0)]) == (None, None)
+        assert learned.active(set(learned.COMPONENTS)) == (None, None)
         return
     found, note = learned.load(learned.PACKAGED)
     assert found is not None, note
