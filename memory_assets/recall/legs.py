@@ -202,7 +202,8 @@ def unpack(rows: list[Row], planned: bool) -> Candidates:
     near: list[Row] = []
     details: dict[str, dict[str, Any]] = {}
     for (_, _, _, unit_id, distance, dense_rank, score, sparse_rank, episodic, number, importance, trust, valid_from,
-         personas, session_id, recency, sessions, revision, content_hash, near_of, near_distance, _, _) in rows:
+         personas, persona, session_id, recency, sessions, revision, content_hash, near_of, near_distance, _, _
+         ) in rows:
         if unit_id is None:
             continue
         if dense_rank is not None:
@@ -211,6 +212,10 @@ def unpack(rows: list[Row], planned: bool) -> Candidates:
             sparse.append((sparse_rank, (unit_id, score, episodic)))
         if near_of:  # (seed, unit, turns) rows: the statement's two arrays are the same length
             near.extend(zip(near_of, itertools.repeat(unit_id), near_distance))
+        if personas is None and persona is not None:  # the statement sends a unit's one persona as a text
+            personas = [persona]
+        if sessions is None and session_id is not None:  # and its one session as session_id alone
+            sessions = [session_id]
         details[unit_id] = {"number": number, "importance": importance, "trust": trust, "valid_from": valid_from,
                             "personas": personas, "session_id": session_id, "recency": recency,
                             "sessions": sessions, "episodic": episodic, "version": (revision, content_hash)}

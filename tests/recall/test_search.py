@@ -458,7 +458,8 @@ def test_neighbours_are_fetched_for_exactly_the_seedable_candidates(mem, conn, e
 
 SOURCES_AS_THE_READER_SEES_THEM = """
 SELECT s.unit_id::text,
-       array_agg(DISTINCT lower(s.persona)) FILTER (WHERE s.visibility = 'project' OR s.persona = %(reader)s),
+       array_agg(DISTINCT lower(s.persona)) FILTER (WHERE (s.visibility = 'project' OR s.persona = %(reader)s)
+                                                      AND s.persona IS NOT NULL),
        (array_agg(s.session_id ORDER BY s.id) FILTER (WHERE s.visibility = 'project' OR s.persona = %(reader)s))[1],
        array_agg(DISTINCT s.session_id) FILTER (WHERE s.session_id IS NOT NULL)
 FROM memory_sources s WHERE s.project = 'acme' GROUP BY s.unit_id"""
@@ -468,15 +469,17 @@ def test_each_candidates_personas_and_sessions_are_its_sources_as_its_reader_may
     """A unit whose one source is the row it was folded from carries that source (sql/024), the others read their
     sources: either way a candidate's personas, session and sessions are what grouping its sources under the
     reader's row-level security gives, for a public origin, a private one, a second source from another task (one
-    private), a source without persona or session, a merge's copied sources, a deleted and a changed source; as
-    readers naming no persona, the private one's, another's, and an operator who sees every unit."""
+    private), a source without persona or session (it names no persona), a merge's copied sources, a deleted and a
+    changed source, and a private unit shared with another persona, who may not see its one source; as readers
+    naming no persona, the private one's, another's, and an operator who sees every unit. A unit's one persona and
+    session travel as texts, the arrays only where they say more (legs.unpack)."""
     def turn(text, **kw):
         return mem.remember(project="acme", kind="note", type="episodic", title=text[:80], body=text,
                             confidence=0.9, **kw)
 
     turn("Caroline: the relay runs on port 7000.", task_id="T-1", session_id="S-1", persona="Caroline")
-    turn("Ana: the relay spare sits in rack 4.", task_id="T-2", session_id="S-2", persona="ana",
-         visibility=V.VISIBILITY_PRIVATE)
+    spare = turn("Ana: the relay spare sits in rack 4.", task_id="T-2", session_id="S-2", persona="ana",
+                 visibility=V.VISIBILITY_PRIVATE)
     shared = "Mel: the relay restarts at midnight."
     turn(shared, task_id="T-3", session_id="S-3", persona="mel")
     turn(shared, task_id="T-4", session_id="S-4", persona="ana", visibility=V.VISIBILITY_PRIVATE)
@@ -490,6 +493,7 @@ def test_each_candidates_personas_and_sessions_are_its_sources_as_its_reader_may
         curation.merge(conn, moved.unit_id, kept.unit_id)
         conn.execute("DELETE FROM memory_sources WHERE unit_id = %s", (dropped.unit_id,))
         conn.execute("UPDATE memory_sources SET session_id = 'S-11' WHERE unit_id = %s", (corrected.unit_id,))
+        conn.execute("UPDATE memory_units SET private_to = private_to || '{mel}' WHERE id = %s", (spare.unit_id,))
     flags = dict(conn.execute(f"SELECT number, {READS_ITS_SOURCES} FROM memory_units WHERE project = 'acme'"))
     assert [flags[n] for n in sorted(flags)] == [False, False, True, False, True, False, True, True], flags
     readers = [authz.Actor.reader("acme", persona) for persona in (None, "ana", "mel")]
@@ -500,6 +504,7 @@ def test_each_candidates_personas_and_sessions_are_its_sources_as_its_reader_may
             want = {unit: (personas, session, sessions) for unit, personas, session, sessions
                     in conn.execute(SOURCES_AS_THE_READER_SEES_THEM, {"reader": actor.name})}
         assert found.details and len(found.details) == len(found.sparse)
+        assert (str(spare.unit_id) in found.details) == (actor.name in ("ana", "mel"))  # shared: mel sees the unit
         for unit, details in found.details.items():
             personas, session, sessions = want.get(unit, (None, None, None))
             assert (details["session_id"], set(details["personas"] or ()), set(details["sessions"] or ())) == (
@@ -1189,7 +1194,7 @@ def test_the_two_statements_merged_are_the_candidates_of_the_one(mem, conn, embe
     assert not {4, 7, 9} & {number for pair in pairs for number in pair}
     ids = [row[3] for row in unpacked[0]]  # the full-text statement's rows, as recall received them
     assert len(ids) == len(set(ids)), ids  # one row per unit, a candidate's or any other's: none read twice
-    near_sent = [row[19] for row in unpacked[0] if row[19]]  # the neighbours the statement worked out itself
+    near_sent = [row[-4] for row in unpacked[0] if row[-4]]  # the neighbours the statement worked out itself
     assert not near_sent if all_details_max else near_sent  # beside every unit's details, recall works them out
     assert (set(ids) == set(numbers)) if all_details_max else (set(ids) < set(two.details))
     if all_details_max:  # units the full-text statement read outside its legs' pool: their details compared above

@@ -152,12 +152,16 @@ SELECT ctx.model_key, ctx.units, (SELECT count(*) FROM hits) AS text_hits, u.uni
        -- rank); turns are neighbours when any of their sources share a session. A unit whose one source is the row
        -- it was folded from carries that source (sql/024); only the others (born so, or marked in sql/025's side
        -- table) read theirs, each subquery run only where its CASE branch is taken (grouping every candidate's
-       -- sources: ~1.3 of ~8.4 ms on LoCoMo)
+       -- sources: ~1.3 of ~8.4 ms on LoCoMo). The arrays are sent only where the caller cannot tell them from the
+       -- texts beside them (legs.unpack: the persona alone, the session alone): a text array costs the client ~3x a
+       -- text to parse, two of them ~0.35 of a small project's ~660 rows
        CASE WHEN u.sources_beyond_origin OR b.unit_id IS NOT NULL THEN (
-                SELECT array_agg(DISTINCT lower(s.persona)) FILTER (WHERE {recall/_visible_source})
-                FROM memory_sources s WHERE s.unit_id = u.unit_id)
-            WHEN u.origin_visibility = {visibility_project} OR u.origin_persona = %(reader)s::text
-            THEN ARRAY[lower(u.origin_persona)] END AS personas,
+                SELECT array_agg(DISTINCT lower(s.persona))
+                       FILTER (WHERE {recall/_visible_source} AND s.persona IS NOT NULL)  -- a source names one, or none
+                FROM memory_sources s WHERE s.unit_id = u.unit_id) END AS personas,
+       CASE WHEN NOT (u.sources_beyond_origin OR b.unit_id IS NOT NULL)
+             AND (u.origin_visibility = {visibility_project} OR u.origin_persona = %(reader)s::text)
+            THEN lower(u.origin_persona) END AS persona,
        CASE WHEN u.sources_beyond_origin OR b.unit_id IS NOT NULL THEN (
                 SELECT (array_agg(s.session_id ORDER BY s.id) FILTER (WHERE {recall/_visible_source}))[1]
                 FROM memory_sources s WHERE s.unit_id = u.unit_id)
@@ -166,10 +170,11 @@ SELECT ctx.model_key, ctx.units, (SELECT count(*) FROM hits) AS text_hits, u.uni
        coalesce(lt.recency, (  -- else its latest decay score by its own probe; as_of recomputes recency instead
                 SELECT ds.recency FROM decay_scores ds WHERE ds.unit_id = u.unit_id AND NOT %(historical)s::boolean
                 ORDER BY ds.day DESC LIMIT 1)) AS recency,
+       -- the sessions of the sources its reader may see (row-level security); NULL where they are its session_id
+       -- alone, if any: a unit with one source, its origin, whose session counts only where the reader sees it
        CASE WHEN u.sources_beyond_origin OR b.unit_id IS NOT NULL THEN (
                 SELECT array_agg(DISTINCT s.session_id) FILTER (WHERE s.session_id IS NOT NULL)
-                FROM memory_sources s WHERE s.unit_id = u.unit_id)
-            WHEN u.origin_session_id IS NOT NULL THEN ARRAY[u.origin_session_id] END AS sessions,
+                FROM memory_sources s WHERE s.unit_id = u.unit_id) END AS sessions,
        u.revision, u.content_hash,  -- the version a current vector of the unit was written for (recall/dense_vectors)
        u.near_of, u.near_distance, ctx.snapshot, (SELECT d.every_unit FROM detailed d) AS every_unit
 FROM ctx
