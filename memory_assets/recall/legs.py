@@ -35,6 +35,7 @@ class Candidates(NamedTuple):
     planned: bool  # the statement was the project's own (database.project_plan), planned once
     every_unit: bool  # the statement detailed every unit recall may return, and left its neighbouring turns out
     snapshot: str | None  # what the statement read (recall/_snapshot; None: no telling on a standby)
+    turns: dict[int, str]  # the episodic units among the details by number, read once for both legs' neighbours
 
 
 def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key: str, vector: Any,
@@ -117,7 +118,7 @@ def leg_alone(conn: psycopg.Connection[Any], vectors: str, nearest: psycopg.Curs
             return None
         kept.sort()  # (distance, number): a unit's number is its own in the project
         dense = [(unit_id, distance, episodic) for distance, _, unit_id, episodic in kept[: params["candidates"]]]
-        near = neighbours(dense, found.details)
+        near = neighbours(dense, found.details, found.turns)
         tracing.record(span, dense=len(dense), sparse=0, near=len(near), rows=len(dense), text_hits=0,
                        planned=found.planned)
     return found._replace(model_key=rows[0][0], dense=dense, near=list(dict.fromkeys(found.near + near)))
@@ -148,14 +149,14 @@ def current_vectors(rows: list[Row], found: Candidates) -> list[Row] | None:
 def merged(found: Candidates, dense: Candidates) -> Candidates:
     """The full-text statement's candidates and the dense one's as the one statement gives them."""
     return dense._replace(sparse=found.sparse, near=list(dict.fromkeys(found.near + dense.near)),
-                          details={**found.details, **dense.details}, text_hits=found.text_hits)
+                          details={**found.details, **dense.details}, text_hits=found.text_hits,
+                          turns={**found.turns, **dense.turns})
 
 
-def neighbours(leg: list[Row], details: dict[str, dict[str, Any]]) -> list[Row]:
+def neighbours(leg: list[Row], details: dict[str, dict[str, Any]], turns: dict[int, str]) -> list[Row]:
     """The (seed, turn, distance) rows recall/candidates' `near` gives for a leg's seeds, from the details of every
-    unit recall may return: the episodic ones numbered within CONTEXT_WINDOW of an episodic seed among the leg's top
-    CONTEXT_SEED_RANK."""
-    turns = {unit["number"]: unit_id for unit_id, unit in details.items() if unit["episodic"]}
+    unit recall may return (`turns`: the episodic ones by number): those numbered within CONTEXT_WINDOW of an
+    episodic seed among the leg's top CONTEXT_SEED_RANK."""
     steps = [step for step in range(-V.CONTEXT_WINDOW, V.CONTEXT_WINDOW + 1) if step]
     rows: list[Row] = []
     for seed, _, episodic in leg[: V.CONTEXT_SEED_RANK]:
@@ -173,7 +174,7 @@ def received(conn: psycopg.Connection[Any], project: str, planned: bool, sent: p
     with tracing.span("memory.recall.legs") as span:
         found = unpack(sent.fetchall() if first is None else [first, *sent.fetchall()], planned)
         if found.every_unit:
-            found = found._replace(near=neighbours(found.sparse, found.details))
+            found = found._replace(near=neighbours(found.sparse, found.details, found.turns))
         tracing.record(span, dense=len(found.dense), sparse=len(found.sparse), near=len(found.near),
                        rows=len(found.details), text_hits=found.text_hits, planned=planned)
     if found.units > 0:  # a project this reader can see units of: its next requests may run on its own plan
@@ -201,6 +202,7 @@ def unpack(rows: list[Row], planned: bool) -> Candidates:
     sparse: list[tuple[int, Row]] = []
     near: list[Row] = []
     details: dict[str, dict[str, Any]] = {}
+    turns: dict[int, str] = {}
     for (_, _, _, unit_id, distance, dense_rank, score, sparse_rank, episodic, number, importance, trust, valid_from,
          personas, persona, session_id, recency, sessions, revision, content_hash, near_of, near_distance, _, _
          ) in rows:
@@ -212,6 +214,8 @@ def unpack(rows: list[Row], planned: bool) -> Candidates:
             sparse.append((sparse_rank, (unit_id, score, episodic)))
         if near_of:  # (seed, unit, turns) rows: the statement's two arrays are the same length
             near.extend(zip(near_of, itertools.repeat(unit_id), near_distance))
+        if episodic:
+            turns[number] = unit_id
         if personas is None and persona is not None:  # the statement sends a unit's one persona as a text
             personas = [persona]
         if sessions is None and session_id is not None:  # and its one session as session_id alone
@@ -222,7 +226,7 @@ def unpack(rows: list[Row], planned: bool) -> Candidates:
     dense.sort(key=lambda ranked: ranked[0])
     sparse.sort(key=lambda ranked: ranked[0])
     return Candidates(rows[0][0], int(rows[0][1]), [row for _, row in dense], [row for _, row in sparse], near,
-                      details, int(rows[0][2]), planned, bool(rows[0][-1]), rows[0][-2])
+                      details, int(rows[0][2]), planned, bool(rows[0][-1]), rows[0][-2], turns)
 
 
 def seedable(found: Candidates) -> set[str]:
