@@ -105,7 +105,9 @@ def fuse(dense: list[tuple[Any, ...]], sparse: list[tuple[Any, ...]], weights: t
         if rows:
             raw = np.fromiter((row[1] for row in rows), np.float64, len(rows))
             legs.append((leg, pool.positions(row[0] for row in rows), 1.0 - raw if leg == "dense" else raw, weight))
-    rrf, scores = pool.columns["rrf"], pool.columns["scores"]  # every unit joined at 0 (UNFOUND_ZERO)
+    # every unit joined at 0 (UNFOUND_ZERO); a leg holds a unit once, and a NaN distance (a zero query vector) is
+    # every one of its leg's: that leg then normalises to 1 as before, its value read back as None
+    rrf, scores = pool.columns["rrf"], pool.columns["scores"]
     for leg, at, score, weight in legs:
         pool.columns[leg][at] = score
         low, high = score.min(), score.max()

@@ -175,7 +175,7 @@ def capture_on() -> bool:
 
 
 def capture(ids: list[str], numbers: list[int], entries: list[dict[str, Any]]) -> None:
-    """Record one scoring's candidates when a capture is on (a copy: the entries change afterwards)."""
+    """Record one scoring's candidates when a capture is on (a copy, whatever the caller does with them after)."""
     captured = _capture.get()
     if captured is not None:
         captured.append((ids, numbers, [dict(entry) for entry in entries]))

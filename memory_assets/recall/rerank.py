@@ -71,6 +71,8 @@ def rerank(reranker: Reranker, query: str, ids: list[str], texts: dict[str, dict
     """The k best of `ids` once the cross-encoder has scored each (title and body) against the query: its score is
     the "rerank" component and RERANK_SHARE of the final score (ties keep the fused order)."""
     scores = reranker(query, [f"{texts[u]['title']}\n{texts[u]['body']}" for u in ids])
+    if len(scores) != len(ids):  # a scorer's short answer would otherwise spread over every hit
+        raise ValueError(f"the reranker returned {len(scores)} scores for {len(ids)} texts")
     at = fused.positions(ids)
     score = fused.columns["score"]
     fused.column("fused_score")[at] = score[at]

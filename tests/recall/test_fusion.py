@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from memory_assets import vocabulary as V
-from memory_assets.recall import fusion
+from memory_assets.recall import expansion, fusion
+from memory_assets.recall.legs import Candidates
 
 AT = datetime(2024, 6, 1, tzinfo=UTC)
 
@@ -133,3 +134,69 @@ def test_every_units_score_and_rank_follow_its_own_components():
         assert entry["score"] == entry["relevance"] * (0.7 + 0.2 * unit["importance"] + 0.1 * fresh)
     best = sorted(fused, key=lambda u: (-fused[u]["score"], scoring[u]["number"]))
     assert fusion.ranked(fused, scoring, 50) == best[:50] and len(fused) > 300
+
+
+def one_unit_at_a_time(dense, sparse, weights, neighbours, sessions):
+    """Fusion, the neighbours' share and the sessions' lift as their formulas read, one unit at a time in plain
+    Python: what the pool's columns must give to the bit."""
+    wd, ws = (weights[0] if dense else 0.0), (weights[1] if sparse else 0.0)
+    units: dict[str, dict] = {}
+    for leg, rows, weight in (("dense", dense, wd), ("sparse", sparse, ws)):
+        values = [1.0 - row[1] if leg == "dense" else row[1] for row in rows]
+        for rank, (row, value) in enumerate(zip(rows, values, strict=True), start=1):
+            unit = units.setdefault(row[0], {"rrf": 0.0, "scores": 0.0})
+            unit["rrf"] += weight / (V.RRF_K + rank)
+            low, high = min(values), max(values)
+            unit["scores"] += weight * ((value - low) / (high - low) if high > low else 1.0)
+    for unit in units.values():
+        unit["rrf"] /= (wd + ws) / (V.RRF_K + 1)
+        unit["scores"] /= wd + ws
+        unit["relevance"] = V.RRF_SHARE * unit["rrf"] + (1 - V.RRF_SHARE) * unit["scores"]
+    shares: dict[str, float] = {}
+    for seed, turn, distance in neighbours:
+        shares[turn] = max(shares.get(turn, 0.0), V.CONTEXT_WEIGHT * units[seed]["relevance"] / distance)
+    for turn, share in shares.items():
+        units.setdefault(turn, {"rrf": 0.0, "scores": 0.0, "relevance": 0.0})["relevance"] += share
+    best = {}
+    for unit_id, unit in units.items():
+        best[sessions[unit_id]] = max(best.get(sessions[unit_id], -1.0), unit["relevance"])
+    for unit_id, unit in units.items():
+        unit["relevance"] += V.SESSION_WEIGHT * best[sessions[unit_id]] / max(best.values())
+    return units
+
+
+def test_the_columns_give_each_unit_its_formula_to_the_bit():
+    rng = random.Random(11)
+    ids = [f"u{i}" for i in range(300)]
+    dense = sorted(((u, rng.uniform(0.1, 0.9), True) for u in rng.sample(ids[:250], 200)), key=lambda row: row[1])
+    sparse = sorted(((u, rng.choice((0.7, 1.4, 3.2)) + rng.random(), True) for u in rng.sample(ids, 150)),
+                    key=lambda row: -row[1])
+    neighbours = [(rng.choice(dense[:30])[0], rng.choice(ids), rng.choice((1, 2))) for _ in range(60)]
+    sessions = {u: f"s{rng.randrange(12)}" for u in ids}
+    fused = fusion.fuse(dense, sparse, (V.DENSE_WEIGHT, V.SPARSE_WEIGHT))
+    fusion.spread_to_neighbours(fused, neighbours)
+    fusion.lift_sessions(fused, details(**{u: {"session_id": s} for u, s in sessions.items()}))
+    expected = one_unit_at_a_time(dense, sparse, (V.DENSE_WEIGHT, V.SPARSE_WEIGHT), neighbours, sessions)
+    assert set(fused) == set(expected) and len(fused) > len({row[0] for row in dense + sparse})
+    assert {u: (e["rrf"], e["scores"], e["relevance"]) for u, e in fused.items()} == {
+        u: (e["rrf"], e["scores"], e["relevance"]) for u, e in expected.items()}
+
+
+def test_an_extra_rounds_units_join_the_pool_and_every_unit_carries_its_component():
+    """expansion.mix: the first round's relevance scaled by what the rounds leave it, each round's added by its
+    weight; a unit only the round found joins at 0 in the first round's parts, and a unit the spread adds after the
+    mix carries no round's component."""
+    fused = fusion.fuse([("a", 0.1, True), ("b", 0.3, True)], [], (1.0, 1.3))
+    before = {u: fused[u]["relevance"] for u in fused}
+    theirs = fusion.fuse([], [("b", 2.0, True), ("z", 1.0, True)], (1.0, 1.3))
+    found = Candidates("m", 3, [], [("b", 2.0, True), ("z", 1.0, True)], [("z", "y", 1)], details(z={"number": 3}),
+                       0, False, False, None, {})
+    scoring, near, episodic = details(a={}, b={"number": 2}), [], set()
+    expansion.mix(fused, scoring, near, episodic, [expansion.Round("prf", found, theirs, 0.25)])
+    assert fused["a"]["relevance"] == 0.75 * before["a"] and fused["a"]["prf"] == 0.0
+    assert fused["b"]["relevance"] == 0.75 * before["b"] + 0.25 * theirs["b"]["relevance"]
+    assert fused["z"] == {"dense": None, "sparse": None, "rrf": 0.0, "scores": 0.0,
+                          "relevance": 0.25 * theirs["z"]["relevance"], "prf": theirs["z"]["relevance"]}
+    assert "z" in scoring and near == [("z", "y", 1)] and episodic == {"b", "z"}
+    fusion.spread_to_neighbours(fused, [("z", "y", 1)])
+    assert "prf" not in fused["y"] and fused["y"]["context"] == V.CONTEXT_WEIGHT * fused["z"]["relevance"]

@@ -62,9 +62,11 @@ def test_without_a_weights_file_the_hand_set_formula_scores(weights):
 def test_a_valid_weights_file_replaces_the_final_score_with_the_ranker(weights):
     learned.write(model(), weights)
     fused = candidates(40)
+    handset = fused.copy()  # what the ranker reads: every component, the hand-set score among them
+    fusion.handset(handset, details(40), "plain words", AT)
     assert fusion.score(fused, details(40), "plain words", AT) == []
     ids = list(fused)
-    expected = learned.scores(model(), [fused[u] for u in ids])
+    expected = learned.scores(model(), [handset[u] for u in ids])
     assert [fused[u]["score"] for u in ids] == expected.tolist()
     assert {u: e["score"] for u, e in fused.items()} != handset_scores(40)
     assert all(0 < e["score"] < 1 for e in fused.values())

@@ -6,7 +6,7 @@ import pytest
 
 from memory_assets import authz
 from memory_assets import vocabulary as V
-from memory_assets.recall import recall
+from memory_assets.recall import fusion, recall
 from memory_assets.recall import rerank as cross_encoder
 from tests.cases import embed_all
 
@@ -92,3 +92,17 @@ def test_weights_that_do_not_load_degrade_to_the_fused_ranking_with_a_note(mem, 
     result = mem.recall("acme", QUERY, k=3, rerank=True)
     assert [h.token for h in result.hits] == [h.token for h in plain.hits]
     assert any(note.startswith("rerank skipped") for note in result.notes), result.notes
+
+
+def test_the_rerank_share_mixes_the_cross_encoders_score_with_the_fused_one(monkeypatch):
+    """Below a share of 1 the final score is share x rerank + (1 - share) x the fused score, which the hit keeps as
+    fused_score; a scorer that answers for fewer texts than it was given is an error, not a score for every hit."""
+    monkeypatch.setattr(V, "RERANK_SHARE", 0.5)
+    fused = fusion.Pool.of({"a": {"score": 0.9}, "b": {"score": 0.5}, "c": {"score": 0.1}})
+    texts = {u: {"title": u, "body": "body"} for u in fused}
+    top = cross_encoder.rerank(lambda query, given: [0.0, 1.0], "q", ["a", "b"], texts, fused, 2)
+    assert top == ["b", "a"] and "rerank" not in fused["c"] and fused["c"]["score"] == 0.1
+    assert fused["a"] == {"score": 0.5 * 0.9, "fused_score": 0.9, "rerank": 0.0}
+    assert fused["b"] == {"score": 0.5 + 0.5 * 0.5, "fused_score": 0.5, "rerank": 1.0}
+    with pytest.raises(ValueError, match="1 scores for 2 texts"):
+        cross_encoder.rerank(lambda query, given: [1.0], "q", ["a", "b"], texts, fused, 2)

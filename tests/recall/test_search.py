@@ -461,7 +461,8 @@ SELECT s.unit_id::text,
        array_agg(DISTINCT lower(s.persona)) FILTER (WHERE (s.visibility = 'project' OR s.persona = %(reader)s)
                                                       AND s.persona IS NOT NULL),
        (array_agg(s.session_id ORDER BY s.id) FILTER (WHERE s.visibility = 'project' OR s.persona = %(reader)s))[1],
-       array_agg(DISTINCT s.session_id) FILTER (WHERE s.session_id IS NOT NULL)
+       array_agg(DISTINCT s.session_id) FILTER (WHERE (s.visibility = 'project' OR s.persona = %(reader)s)
+                                                  AND s.session_id IS NOT NULL)
 FROM memory_sources s WHERE s.project = 'acme' GROUP BY s.unit_id"""
 
 

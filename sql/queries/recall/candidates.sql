@@ -1,8 +1,8 @@
 -- Every candidate of a recall and what scoring reads of it, in one statement (one plan, one round trip): the dense
 -- leg (recall/_dense_leg), the IDF-scored sparse leg, the turns next to every episodic candidate among each leg's
 -- top %(seed_rank)s (the caller's seeds come from those and keep the turns that share a session; where the statement
--- details every unit, the caller works them out), and each unit's number, importance, trust, validity, visible
--- personas, session, all its sessions, recency and version. {dim} and {model} are the model the query vector was
+-- details every unit, the caller works them out), and each unit's number, importance, trust, validity, the personas,
+-- first session and sessions of the sources its reader may see, recency and version. {dim} and {model} are the model the query vector was
 -- encoded for, composed per model so the partial index predicate matches. The first row carries the serving model,
 -- the project size and the (unit, term) pairs the sparse leg read even when nothing matches. Each leg applies every
 -- filter before its LIMIT; row-level security applies to every table read.
@@ -170,10 +170,12 @@ SELECT ctx.model_key, ctx.units, (SELECT count(*) FROM hits) AS text_hits, u.uni
        coalesce(lt.recency, (  -- else its latest decay score by its own probe; as_of recomputes recency instead
                 SELECT ds.recency FROM decay_scores ds WHERE ds.unit_id = u.unit_id AND NOT %(historical)s::boolean
                 ORDER BY ds.day DESC LIMIT 1)) AS recency,
-       -- the sessions of the sources its reader may see (row-level security); NULL where they are its session_id
-       -- alone, if any: a unit with one source, its origin, whose session counts only where the reader sees it
+       -- the sessions of the sources its reader may see (row-level security lets an operator read every source:
+       -- the filter is the reader's, as for the personas); NULL where they are its session_id alone, if any: a unit
+       -- with one source, its origin, whose session counts only where the reader sees it
        CASE WHEN u.sources_beyond_origin OR b.unit_id IS NOT NULL THEN (
-                SELECT array_agg(DISTINCT s.session_id) FILTER (WHERE s.session_id IS NOT NULL)
+                SELECT array_agg(DISTINCT s.session_id)
+                       FILTER (WHERE {recall/_visible_source} AND s.session_id IS NOT NULL)
                 FROM memory_sources s WHERE s.unit_id = u.unit_id) END AS sessions,
        u.revision, u.content_hash,  -- the version a current vector of the unit was written for (recall/dense_vectors)
        u.near_of, u.near_distance, ctx.snapshot, (SELECT d.every_unit FROM detailed d) AS every_unit
