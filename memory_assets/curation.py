@@ -81,8 +81,7 @@ def nearest_older(cur: psycopg.Cursor[dict[str, Any]], unit: dict[str, Any], mod
     scan there cost each newcomer time in proportion to the project), else or when the index walk surfaces none by
     an exact scan."""
     params = {"project": unit["project"], "kind": unit["kind"], "number": unit["number"], "model": model_key,
-              "vector": unit["embedding"], "overfetch": V.CURATION_HNSW_NEIGHBOURS,
-              "walk_min_share": V.HNSW_WALK_MIN_SHARE}
+              "vector": unit["embedding"], "overfetch": V.CURATION_HNSW_NEIGHBOURS}
     if unit["large"]:
         cur.execute(query("curation/hnsw_scan"), {"ef_search": V.HNSW_EF_SEARCH})
         if found := cur.execute(embeddings.model_query("curation/nearest_older_hnsw", model_key), params).fetchone():

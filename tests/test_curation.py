@@ -79,9 +79,6 @@ def test_unrelated_units_and_episodes_are_left_alone(mem, conn, embedder, today,
     assert curation.curate_day(conn, T1, today)["review"] == 0
 
 
-INDEX_SCANS = "SELECT coalesce(sum(idx_scan), 0) FROM pg_stat_user_indexes WHERE indexrelname = %s"
-
-
 def test_a_large_project_walks_the_hnsw_index_to_the_nearest_older_unit(mem, conn, embedder, today):
     """Above HNSW_MIN_PROJECT_UNITS the nearest older unit comes from the model's partial HNSW index (an exact scan
     cost each newcomer time in proportion to the project): the statement must be one that index serves, and find
@@ -95,18 +92,21 @@ def test_a_large_project_walks_the_hnsw_index_to_the_nearest_older_unit(mem, con
     mem.remember(project="acme", kind="env", type="semantic", title=new_title, body=new_body + " Again.", task_id="T-5")
     embed_all(conn, embedder)
     embeddings.ensure_model_index(conn, embedder.spec)
-    walks = INDEX_SCANS.replace("%s", "'" + embeddings.model_index_name(embedder.spec) + "'")
+    hnsw = embeddings.model_query("curation/nearest_older_hnsw", T1)
     with conn.cursor(row_factory=dict_row) as cur:
         unit = next(u for u in cur.execute(query("curation/day_units"),
                                            {"model": T1, "day": today, "hnsw_min": V.HNSW_MIN_PROJECT_UNITS})
                     if str(u["id"]) == newer.unit_id)
-        exact = curation.nearest_older(cur, {**unit, "large": False}, T1)
-        before = conn.execute(walks).fetchone()[0]
-        with conn.transaction():  # the planner left to itself, on statistics that have never seen these vectors
-            found = curation.nearest_older(cur, {**unit, "large": True}, T1)
-        conn.execute("SELECT pg_stat_force_next_flush()")
-        assert conn.execute(walks).fetchone()[0] > before  # the walk read the graph
-    assert found is not None and exact is not None
+        params = {"project": "acme", "kind": "env", "number": unit["number"], "model": T1, "vector": unit["embedding"],
+                  "overfetch": V.CURATION_HNSW_NEIGHBOURS}
+        exact = cur.execute(query("curation/nearest_older"), params).fetchone()
+        with conn.transaction():
+            cur.execute(query("curation/hnsw_scan"), {"ef_search": V.HNSW_EF_SEARCH})
+            cur.execute("SET LOCAL enable_seqscan = off")
+            cur.execute("SET LOCAL enable_sort = off")
+            plan = "\n".join(row["QUERY PLAN"] for row in cur.execute("EXPLAIN " + hnsw, params))
+            found = cur.execute(hnsw, params).fetchone()
+    assert embeddings.model_index_name(embedder.spec) in plan, plan
     assert str(found["id"]) == str(exact["id"]) == older.unit_id
     # the walk orders by the graph's half-precision copies; the cosine it gives is the stored vector's
     assert found["cosine"] == exact["cosine"] and found["cosine"] >= V.MERGE_MIN_COSINE
