@@ -197,15 +197,13 @@ def active(components: set[str]) -> tuple[FusionModel | None, str | None]:
     return model, note
 
 
-def matrix(entries: Sequence[dict[str, Any]], components: Sequence[str],
-           used: set[str] | None = None) -> np.ndarray[Any, np.dtype[np.float64]]:
-    """The entries' components as a (candidates x components) matrix: absent or None is 0, a bool 0/1; only the
-    `used` columns are filled when given (the rest stay 0), column by column (what keeps 350 candidates cheap)."""
+def matrix(entries: Sequence[dict[str, Any]], components: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """The entries' components as a (candidates x components) matrix: absent or None is 0, a bool 0/1 (an
+    evaluation's captured candidates; recall's own pool gives column_matrix)."""
     out = np.zeros((len(entries), len(components)), dtype=np.float64)
     for j, name in enumerate(components):
-        if used is None or name in used:
-            key = "score" if name == HANDSET else name
-            out[:, j] = [entry.get(key) or 0.0 for entry in entries]
+        key = "score" if name == HANDSET else name
+        out[:, j] = [entry.get(key) or 0.0 for entry in entries]
     return out
 
 
@@ -222,12 +220,6 @@ def design(base: np.ndarray[Any, np.dtype[np.float64]], components: Sequence[str
                 values = values / top if top > 0 else np.zeros_like(values)
             out[:, j] *= values
     return out
-
-
-def scores(model: FusionModel, entries: Sequence[dict[str, Any]]) -> np.ndarray[Any, np.dtype[np.float64]]:
-    """The model's score of each entry: sigmoid(bias + weights . features), in (0, 1)."""
-    used = {name for feature in model.features for name in parts(feature)}
-    return score_matrix(model, matrix(entries, model.components, used))
 
 
 def column_matrix(columns: Mapping[str, np.ndarray[Any, np.dtype[np.float64]]], components: Sequence[str],

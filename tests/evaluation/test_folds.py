@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from memory_assets.evaluation import folds
-from memory_assets.recall import learned
+from memory_assets.recall import fusion, learned
 
 
 def question(rng: np.random.Generator, conversation: str, n: int = 40) -> folds.Asked:
@@ -34,7 +34,9 @@ def test_the_fit_moves_weight_to_what_finds_the_evidence_and_scores_as_recall_wo
     assert set(held["per_conversation"]) == {"conv-0", "conv-1", "conv-2"}
     scores = folds.model_scores(model, asked[:1])[0]  # what recall computes over the same components
     entries = [dict(zip(("dense", "sparse"), row[:2], strict=True)) | {"score": row[2]} for row in asked[0].base]
-    assert np.array_equal(scores, learned.scores(model, entries))
+    pool = fusion.Pool.of(dict(enumerate(entries)))  # recall's own matrix: the pool's columns
+    assert np.array_equal(scores, learned.score_matrix(model, learned.column_matrix(pool.columns, model.components,
+                                                                                     len(pool))))
 
 
 def test_recall_at_counts_evidence_once_and_breaks_ties_by_unit_number():

@@ -66,7 +66,7 @@ def test_a_valid_weights_file_replaces_the_final_score_with_the_ranker(weights):
     fusion.handset(handset, details(40), "plain words", AT)
     assert fusion.score(fused, details(40), "plain words", AT) == []
     ids = list(fused)
-    expected = learned.scores(model(), [handset[u] for u in ids])
+    expected = learned.score_matrix(model(), learned.matrix([handset[u] for u in ids], learned.COMPONENTS))
     assert [fused[u]["score"] for u in ids] == expected.tolist()
     assert {u: e["score"] for u, e in fused.items()} != handset_scores(40)
     assert all(0 < e["score"] < 1 for e in fused.values())

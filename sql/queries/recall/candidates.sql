@@ -2,10 +2,10 @@
 -- leg (recall/_dense_leg), the IDF-scored sparse leg, the turns next to every episodic candidate among each leg's
 -- top %(seed_rank)s (the caller's seeds come from those and keep the turns that share a session; where the statement
 -- details every unit, the caller works them out), and each unit's number, importance, trust, validity, the personas,
--- first session and sessions of the sources its reader may see, recency and version. {dim} and {model} are the model the query vector was
--- encoded for, composed per model so the partial index predicate matches. The first row carries the serving model,
--- the project size and the (unit, term) pairs the sparse leg read even when nothing matches. Each leg applies every
--- filter before its LIMIT; row-level security applies to every table read.
+-- first session and sessions of the sources its reader may see, recency and version. {dim} and {model} are the
+-- model the query vector was encoded for, composed per model so the partial index predicate matches. The first row
+-- carries the serving model, the project size and the (unit, term) pairs the sparse leg read even when nothing
+-- matches. Each leg applies every filter before its LIMIT; row-level security applies to every table read.
 WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan would parse it again for every row
     SELECT to_tsquery('english', %(tsquery)s) AS query
 ), matched AS MATERIALIZED (  -- under %(text_index_min)s units: the project's units matching the query, read by the
