@@ -121,7 +121,7 @@ def rounds(conn: psycopg.Connection[Any], params: dict[str, Any], query: str, fo
     return done
 
 
-def mix(fused: fusion.Pool, details: dict[str, dict[str, Any]], near: list[tuple[Any, ...]], episodic: set[str],
+def mix(fused: fusion.Pool, details: fusion.Details, near: list[tuple[Any, ...]], episodic: set[str],
         extra: list[Round]) -> None:
     """Each unit's relevance becomes (1 - the rounds' weights) x its first-round relevance + each round's weight x
     its relevance there (0..1 stays 0..1); units a round found join the pool with their details and neighbours, and
@@ -134,8 +134,7 @@ def mix(fused: fusion.Pool, details: dict[str, dict[str, Any]], near: list[tuple
         at = fused.positions(round_fused.ids)
         fused.column(component)[at] = theirs  # created for every unit: those the round missed get 0 below
         fused.columns["relevance"][at] += weight * theirs
-        for unit_id, row in found.details.items():
-            details.setdefault(unit_id, row)
+        details.extend(found.details)
         near.extend(found.near)
         episodic |= seedable(found)
     for component, *_ in extra:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Iterator, Mapping
-from datetime import datetime
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -86,9 +86,93 @@ class Pool(Mapping[str, dict[str, Any]]):
             column = self.columns[name] = np.full(len(self.ids), np.nan)
         return column
 
-    def gathered(self, details: dict[str, dict[str, Any]], name: str) -> list[Any]:
-        """One detail of every unit in the pool, in the pool's order."""
-        return [details[unit_id][name] for unit_id in self.ids]
+
+class Details(Mapping[str, dict[str, Any]]):
+    """What scoring reads of every candidate as columns, a position per unit, built from the statement's columns
+    without a dict per unit (NumPy where numeric; recency NaN where a unit has no decay score); read as unit id -> its
+    details. A unit's one persona and one session come as texts, its lists only where it has more (legs.unpack)."""
+
+    FIELDS = ("number", "importance", "trust", "valid_from_us", "personas", "persona", "session_id", "recency",
+              "sessions", "episodic", "version")
+
+    def __init__(self, ids: Sequence[str], columns: Mapping[str, Sequence[Any]]) -> None:
+        self.ids: list[str] = list(ids)
+        self.at: dict[str, int] = {unit_id: at for at, unit_id in enumerate(self.ids)}
+        self.number = np.fromiter(columns["number"], np.int64, len(self.ids))
+        self.importance = np.fromiter(columns["importance"], np.float64, len(self.ids))
+        self.trust = np.fromiter(columns["trust"], np.float64, len(self.ids))
+        self.recency = np.fromiter((np.nan if r is None else r for r in columns["recency"]), np.float64,
+                                   len(self.ids))
+        self.valid_from_us = np.fromiter(columns["valid_from_us"], np.int64, len(self.ids))  # exact, and read as
+        # fast as the number (a timestamptz parsed into a datetime cost ~0.3 of the statement's parse)
+        self.episodic: list[bool] = list(columns["episodic"])
+        self.personas: list[list[str] | None] = list(columns["personas"])
+        self.persona: list[str | None] = list(columns["persona"])
+        self.session_id: list[str | None] = list(columns["session_id"])
+        self.sessions: list[list[str] | None] = list(columns["sessions"])
+        self.version: list[tuple[Any, Any]] = list(columns["version"])
+
+    @classmethod
+    def of(cls, entries: Mapping[str, Mapping[str, Any]]) -> Details:
+        """Details from fields per unit, as __getitem__ reads them (a field left out is None, NaN where numeric,
+        episodic False, valid_from the epoch; number given)."""
+        defaults = {"episodic": False, "importance": np.nan, "trust": np.nan}
+        columns = {name: [entry.get(name, defaults.get(name)) for entry in entries.values()] for name in cls.FIELDS}
+        columns["valid_from_us"] = [epoch_micros(entry.get("valid_from", EPOCH)) for entry in entries.values()]
+        return cls(list(entries), columns)
+
+    def __getitem__(self, unit_id: str) -> dict[str, Any]:
+        at = self.at[unit_id]
+        recency = float(self.recency[at])
+        return {"number": int(self.number[at]), "importance": float(self.importance[at]),
+                "trust": float(self.trust[at]),
+                "valid_from": EPOCH + timedelta(microseconds=int(self.valid_from_us[at])),
+                "personas": self.personas_of(at), "session_id": self.session_id[at],
+                "recency": None if math.isnan(recency) else recency, "sessions": self.sessions_of(at) or None,
+                "episodic": self.episodic[at], "version": self.version[at]}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __contains__(self, unit_id: object) -> bool:
+        return unit_id in self.at
+
+    def personas_of(self, at: int) -> list[str] | None:
+        """The personas of the unit at a position that its reader may see (None: none)."""
+        personas, persona = self.personas[at], self.persona[at]
+        return personas if personas is not None or persona is None else [persona]
+
+    def sessions_of(self, at: int) -> Sequence[str]:
+        """The sessions of the unit at a position that its reader may see."""
+        sessions, session_id = self.sessions[at], self.session_id[at]
+        return sessions if sessions is not None else (() if session_id is None else [session_id])
+
+    def positions(self, unit_ids: Sequence[str]) -> np.ndarray[Any, np.dtype[np.intp]]:
+        """The positions of units, in their order."""
+        return np.fromiter(map(self.at.__getitem__, unit_ids), np.intp, len(unit_ids))
+
+    def joined(self, other: Details) -> Details:
+        """These details and the units of `other` not here, leaving both as they are."""
+        both = Details(self.ids, {name: getattr(self, name) for name in self.FIELDS})
+        both.extend(other)
+        return both
+
+    def extend(self, other: Details) -> None:
+        """Take in the units of `other` that are not here yet (read in the same snapshot: a unit's are the same)."""
+        new = [at for at, unit_id in enumerate(other.ids) if unit_id not in self.at]
+        if not new:
+            return
+        for at in new:
+            self.at[other.ids[at]] = len(self.ids)
+            self.ids.append(other.ids[at])
+        for name in ("number", "importance", "trust", "recency", "valid_from_us"):
+            setattr(self, name, np.concatenate((getattr(self, name), getattr(other, name)[new])))
+        for name in ("episodic", "personas", "persona", "session_id", "sessions", "version"):
+            theirs = getattr(other, name)
+            getattr(self, name).extend(theirs[at] for at in new)
 
 
 @tracing.traced("memory.recall.fusion", tracing.candidates)
@@ -125,13 +209,13 @@ def seeds(fused: Pool, episodic: set[str]) -> list[str]:
     return [unit_id for unit_id in map(fused.ids.__getitem__, best.tolist()) if unit_id in episodic]
 
 
-def of_seeds(neighbours: list[tuple[Any, ...]], seeds: list[str],
-             details: dict[str, dict[str, Any]]) -> list[tuple[Any, ...]]:
+def of_seeds(neighbours: list[tuple[Any, ...]], seeds: list[str], details: Details) -> list[tuple[Any, ...]]:
     """The (seed, neighbour, distance) rows of the seeds, among the turns next to every episodic candidate, whose
     turns share a session (any of their sources')."""
-    chosen = {seed: set(details[seed]["sessions"] or ()) for seed in seeds}
+    at, sessions_of = details.at, details.sessions_of
+    chosen = {seed: set(sessions_of(at[seed])) for seed in seeds}
     return [row for row in neighbours
-            if row[0] in chosen and not chosen[row[0]].isdisjoint(details[row[1]]["sessions"] or ())]
+            if row[0] in chosen and not chosen[row[0]].isdisjoint(sessions_of(at[row[1]]))]
 
 
 def spread_to_neighbours(fused: Pool, neighbours: list[tuple[Any, ...]]) -> None:
@@ -153,11 +237,13 @@ def max_relevance(persona: bool, time: bool) -> float:
             * (1 + V.TIME_CUE_BOOST * time))
 
 
-def lift_sessions(fused: Pool, details: dict[str, dict[str, Any]]) -> None:
+def lift_sessions(fused: Pool, details: Details) -> None:
     """Give every unit a share of its session's best relevance: the evidence for a question clusters in sessions."""
     numbered: dict[str, int] = {}
+    session_id = details.session_id
     session = np.fromiter((-1 if not s else numbered.setdefault(s, len(numbered))
-                           for s in fused.gathered(details, "session_id")), np.intp, len(fused))
+                           for s in map(session_id.__getitem__, details.positions(fused.ids).tolist())), np.intp,
+                          len(fused))
     if not numbered:
         return
     held, relevance = session >= 0, fused.columns["relevance"]
@@ -172,7 +258,7 @@ def lift_sessions(fused: Pool, details: dict[str, dict[str, Any]]) -> None:
 
 
 @tracing.traced("memory.recall.score")
-def score(fused: Pool, details: dict[str, dict[str, Any]], query: str, at: datetime) -> list[str]:
+def score(fused: Pool, details: Details, query: str, at: datetime) -> list[str]:
     """Final score: the learned ranker over every component when its weights file is usable, else the hand-set
     relevance (with the persona and time cues) * (0.7 + 0.2 importance + 0.1 recency); returns notes for the
     result (why a weights file present is not used)."""
@@ -180,11 +266,11 @@ def score(fused: Pool, details: dict[str, dict[str, Any]], query: str, at: datet
     return learn(fused, details)
 
 
-def learn(fused: Pool, details: dict[str, dict[str, Any]]) -> list[str]:
+def learn(fused: Pool, details: Details) -> list[str]:
     """Replace the hand-set scores by the learned ranker's (one vectorised pass), capturing the candidates first
     when an evaluation asks; the hand-set scores stay when no usable weights file is there."""
     if learned.capture_on():
-        learned.capture(list(fused), fused.gathered(details, "number"), list(fused.values()))
+        learned.capture(list(fused), details.number[details.positions(fused.ids)].tolist(), list(fused.values()))
     model, note = learned.active(learned.present(fused.columns))
     tracing.annotate(fusion="learned" if model is not None else "handset")
     if model is not None and len(fused):
@@ -193,33 +279,43 @@ def learn(fused: Pool, details: dict[str, dict[str, Any]]) -> list[str]:
     return [note] if note else []
 
 
-def handset(fused: Pool, details: dict[str, dict[str, Any]], query: str, at: datetime) -> None:
+def handset(fused: Pool, details: Details, query: str, at: datetime) -> None:
     """The hand-set score: relevance (with the persona and time cues) * (0.7 + 0.2 importance + 0.1 recency)."""
     named, windows = cues.named_words(query), cues.time_windows(query)
-    units = [details[unit_id] for unit_id in fused.ids]
+    where = details.positions(fused.ids)
+    units = where.tolist()
     relevance, persona, dated = fused.columns["relevance"], False, False
     if named:
-        marked = np.fromiter((bool(u["personas"]) and not named.isdisjoint(u["personas"]) for u in units), bool,
-                             len(units))
+        personas_of = details.personas_of
+        marked = np.fromiter((bool(p := personas_of(u)) and not named.isdisjoint(p) for u in units), bool, len(units))
         if persona := bool(marked.any()):
             fused.column("persona")[marked] = V.PERSONA_BOOST
             relevance[marked] *= 1 + V.PERSONA_BOOST
+    valid_from = details.valid_from_us[where]
     if windows:
-        marked = np.fromiter((any(start <= u["valid_from"] < end for start, end in windows) for u in units), bool,
-                             len(units))
+        marked = np.zeros(len(units), bool)
+        for start, end in windows:
+            marked |= (epoch_micros(start) <= valid_from) & (valid_from < epoch_micros(end))
         if dated := bool(marked.any()):
             fused.column("time")[marked] = V.TIME_CUE_BOOST
             relevance[marked] *= 1 + V.TIME_CUE_BOOST
     relevance /= max_relevance(persona, dated)
-    importance = fused.columns["importance"] = np.fromiter((u["importance"] for u in units), np.float64, len(units))
-    fused.columns["trust"] = np.fromiter((u["trust"] for u in units), np.float64, len(units))
-    fresh = fused.columns["recency"] = np.fromiter(  # recency() inline: a call per unit costs a third more
-        (math.exp(_DECAY_PER_SECOND * max(0.0, (at - u["valid_from"]).total_seconds())) if u["recency"] is None
-         else u["recency"] for u in units), np.float64, len(units))
+    importance = fused.columns["importance"] = details.importance[where]
+    fused.columns["trust"] = details.trust[where]
+    fresh = fused.columns["recency"] = details.recency[where]
+    unscored = np.isnan(fresh)  # recency() over the column: the same seconds (microseconds / 1e6) and math.exp
+    exponent = _DECAY_PER_SECOND * np.maximum(0.0, (epoch_micros(at) - valid_from[unscored]) / 1e6)
+    fresh[unscored] = [math.exp(value) for value in exponent.tolist()]
     fused.columns["score"] = relevance * (0.7 + 0.2 * importance + 0.1 * fresh)
 
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _DECAY_PER_SECOND = -math.log(2) / (V.RECENCY_HALF_LIFE_DAYS * 86400)  # recency's exponent, worked out once
+
+
+def epoch_micros(moment: datetime) -> int:
+    """A time as whole microseconds since the epoch, as recall/candidates sends a unit's validity start."""
+    return (moment - EPOCH) // timedelta(microseconds=1)
 
 
 def recency(valid_from: datetime, at: datetime) -> float:
@@ -227,7 +323,7 @@ def recency(valid_from: datetime, at: datetime) -> float:
     return math.exp(_DECAY_PER_SECOND * max(0.0, (at - valid_from).total_seconds()))
 
 
-def ranked(fused: Pool, details: dict[str, dict[str, Any]], k: int) -> list[str]:
+def ranked(fused: Pool, details: Details, k: int) -> list[str]:
     """The k best unit ids by score, ties broken by unit number (older first)."""
-    numbers = np.fromiter(fused.gathered(details, "number"), np.int64, len(fused))
+    numbers = details.number[details.positions(fused.ids)]
     return [fused.ids[at] for at in np.lexsort((numbers, -fused.columns["score"]))[:k].tolist()]

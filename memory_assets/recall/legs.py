@@ -3,7 +3,6 @@ cited text of the top k."""
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -15,6 +14,7 @@ from psycopg.rows import dict_row
 from memory_assets import embeddings, tracing
 from memory_assets import vocabulary as V
 from memory_assets.database import execute_positional, keep_project_plans, known_units, one, project_plan, query
+from memory_assets.recall.fusion import Details
 from memory_assets.recall.request import hnsw_candidates, send_request_context
 
 Row = tuple[Any, ...]  # (unit_id, score or distance, episodic); neighbours: (seed, unit_id, distance)
@@ -30,7 +30,7 @@ class Candidates(NamedTuple):
     dense: list[Row]
     sparse: list[Row]
     near: list[Row]
-    details: dict[str, dict[str, Any]]
+    details: Details
     text_hits: int  # the (unit, term) pairs the sparse leg read: its cost, which its rarest terms bound (sql/031)
     planned: bool  # the statement was the project's own (database.project_plan), planned once
     every_unit: bool  # the statement detailed every unit recall may return, and left its neighbouring turns out
@@ -139,21 +139,22 @@ def current_vectors(rows: list[Row], found: Candidates) -> list[Row] | None:
     if math.isnan(rows[-1][3]):  # the statement sorts a NaN distance last
         return None
     details, kept = found.details, []
+    at, version, number, episodic = details.at, details.version, details.number.tolist(), details.episodic
     for _, _, unit_id, distance, revision, content_hash in rows:
-        unit = details.get(unit_id)
-        if unit is not None and unit["version"] == (revision, content_hash):
-            kept.append((distance, unit["number"], unit_id, unit["episodic"]))
+        where = at.get(unit_id)
+        if where is not None and version[where] == (revision, content_hash):
+            kept.append((distance, number[where], unit_id, episodic[where]))
     return kept
 
 
 def merged(found: Candidates, dense: Candidates) -> Candidates:
     """The full-text statement's candidates and the dense one's as the one statement gives them."""
     return dense._replace(sparse=found.sparse, near=list(dict.fromkeys(found.near + dense.near)),
-                          details={**found.details, **dense.details}, text_hits=found.text_hits,
+                          details=found.details.joined(dense.details), text_hits=found.text_hits,
                           turns={**found.turns, **dense.turns})
 
 
-def neighbours(leg: list[Row], details: dict[str, dict[str, Any]], turns: dict[int, str]) -> list[Row]:
+def neighbours(leg: list[Row], details: Details, turns: dict[int, str]) -> list[Row]:
     """The (seed, turn, distance) rows recall/candidates' `near` gives for a leg's seeds, from the details of every
     unit recall may return (`turns`: the episodic ones by number): those numbered within CONTEXT_WINDOW of an
     episodic seed among the leg's top CONTEXT_SEED_RANK."""
@@ -161,7 +162,7 @@ def neighbours(leg: list[Row], details: dict[str, dict[str, Any]], turns: dict[i
     rows: list[Row] = []
     for seed, _, episodic in leg[: V.CONTEXT_SEED_RANK]:
         if episodic:
-            number = details[seed]["number"]
+            number = int(details.number[details.at[seed]])
             rows += [(seed, turns[number + step], abs(step)) for step in steps if number + step in turns]
     return rows
 
@@ -197,36 +198,29 @@ def send_planned(conn: psycopg.Connection[Any], statement: str, project: str, k:
 
 
 def unpack(rows: list[Row], planned: bool) -> Candidates:
-    """The statement's rows (one per unit, or one empty row with the context) as legs, neighbours and details."""
-    dense: list[tuple[int, Row]] = []
-    sparse: list[tuple[int, Row]] = []
+    """The statement's rows (one per unit, or one empty row with the context) as legs, neighbours and details, read
+    column by column."""
+    first = rows[0]
+    (_, _, _, ids, distance, dense_rank, score, sparse_rank, episodic, number, importance, trust, valid_from_us,
+     personas, persona, session_id, recency, sessions, revision, content_hash, near_of, near_distance, _, _
+     ) = zip(*rows, strict=True) if first[3] is not None else ((),) * len(first)
+    dense = [(unit_id, d, e) for _, unit_id, d, e in sorted(
+        (r, unit_id, d, e) for r, unit_id, d, e in zip(dense_rank, ids, distance, episodic, strict=True)
+        if r is not None)]
+    sparse = [(unit_id, s, e) for _, unit_id, s, e in sorted(
+        (r, unit_id, s, e) for r, unit_id, s, e in zip(sparse_rank, ids, score, episodic, strict=True)
+        if r is not None)]
     near: list[Row] = []
-    details: dict[str, dict[str, Any]] = {}
-    turns: dict[int, str] = {}
-    for (_, _, _, unit_id, distance, dense_rank, score, sparse_rank, episodic, number, importance, trust, valid_from,
-         personas, persona, session_id, recency, sessions, revision, content_hash, near_of, near_distance, _, _
-         ) in rows:
-        if unit_id is None:
-            continue
-        if dense_rank is not None:
-            dense.append((dense_rank, (unit_id, distance, episodic)))
-        if sparse_rank is not None:
-            sparse.append((sparse_rank, (unit_id, score, episodic)))
-        if near_of:  # (seed, unit, turns) rows: the statement's two arrays are the same length
-            near.extend(zip(near_of, itertools.repeat(unit_id), near_distance))
-        if episodic:
-            turns[number] = unit_id
-        if personas is None and persona is not None:  # the statement sends a unit's one persona as a text
-            personas = [persona]
-        if sessions is None and session_id is not None:  # and its one session as session_id alone
-            sessions = [session_id]
-        details[unit_id] = {"number": number, "importance": importance, "trust": trust, "valid_from": valid_from,
-                            "personas": personas, "session_id": session_id, "recency": recency,
-                            "sessions": sessions, "episodic": episodic, "version": (revision, content_hash)}
-    dense.sort(key=lambda ranked: ranked[0])
-    sparse.sort(key=lambda ranked: ranked[0])
-    return Candidates(rows[0][0], int(rows[0][1]), [row for _, row in dense], [row for _, row in sparse], near,
-                      details, int(rows[0][2]), planned, bool(rows[0][-1]), rows[0][-2], turns)
+    for of, unit_id, turns_apart in zip(near_of, ids, near_distance, strict=True):
+        if of:  # (seed, unit, turns) rows: the statement's two arrays are the same length
+            near.extend((seed, unit_id, apart) for seed, apart in zip(of, turns_apart, strict=True))
+    details = Details(ids, {
+        "number": number, "importance": importance, "trust": trust, "valid_from_us": valid_from_us,
+        "personas": personas, "persona": persona, "session_id": session_id, "recency": recency, "sessions": sessions,
+        "episodic": episodic, "version": list(zip(revision, content_hash, strict=True))})
+    turns = {n: unit_id for n, unit_id, e in zip(number, ids, episodic, strict=True) if e}
+    return Candidates(first[0], int(first[1]), dense, sparse, near, details, int(first[2]), planned, bool(first[-1]),
+                      first[-2], turns)
 
 
 def seedable(found: Candidates) -> set[str]:

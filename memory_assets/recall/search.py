@@ -174,7 +174,7 @@ def encoded(encoder: QueryEncoder, model_key: str, query: str) -> np.ndarray[Any
 
 
 def structured(fused: fusion.Pool, near: list[tuple[Any, ...]], episodic: set[str],
-               scoring: dict[str, dict[str, Any]], query: str, at: datetime, k: int, notes: list[str] | None = None,
+               scoring: fusion.Details, query: str, at: datetime, k: int, notes: list[str] | None = None,
                *, feedback: bool = False) -> list[str]:
     """Conversation structure (neighbouring turns, sessions) and the cues applied to fused legs, then the k best;
     the feedback pass (the best hits the query-side rounds read) scores by hand, never captured for a fit."""

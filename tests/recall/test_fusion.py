@@ -14,11 +14,11 @@ from memory_assets.recall.legs import Candidates
 AT = datetime(2024, 6, 1, tzinfo=UTC)
 
 
-def details(**units: dict) -> dict[str, dict]:
+def details(**units: dict) -> fusion.Details:
     """Scoring details per unit id with neutral defaults."""
     base = {"number": 1, "importance": 0.5, "trust": 0.5, "valid_from": AT, "personas": None, "session_id": None,
             "recency": 1.0}
-    return {unit_id: {**base, **fields} for unit_id, fields in units.items()}
+    return fusion.Details.of({unit_id: {**base, **fields} for unit_id, fields in units.items()})
 
 
 def test_a_unit_first_in_both_legs_scores_one():
@@ -74,6 +74,32 @@ def test_persona_and_date_cues_multiply_relevance_and_scores_stay_within_one():
     assert fused["dated"]["time"] == V.TIME_CUE_BOOST and "persona" not in fused["dated"]
     assert fused["dated"]["relevance"] > fused["named"]["relevance"] > fused["plain"]["relevance"]
     assert all(0 < e["score"] <= 1 for e in fused.values())
+
+
+def test_a_time_cue_marks_its_window_to_the_microsecond_and_recency_reads_the_same_seconds():
+    """A named month is [its first day, the next month's): a unit from its first microsecond or its last is dated,
+    one a microsecond before or at the next month's start is not; recency over the column is recency() exactly."""
+    start, end, one = datetime(2023, 7, 1, tzinfo=UTC), datetime(2023, 8, 1, tzinfo=UTC), timedelta(microseconds=1)
+    times = {"first": start, "last": end - one, "before": start - one, "after": end, "odd": start + 7 * one}
+    fused = fusion.Pool.of({u: {"relevance": 1.0} for u in times})
+    scoring = details(**{u: {"valid_from": t, "recency": None} for u, t in times.items()})
+    fusion.score(fused, scoring, "What happened in July 2023?", AT)
+    assert {u for u in times if "time" in fused[u]} == {"first", "last", "odd"}
+    assert all(fused[u]["recency"] == fusion.recency(t, AT) for u, t in times.items())
+    assert scoring["odd"]["valid_from"] == times["odd"] and fusion.epoch_micros(times["odd"]) % 1_000_000 == 7
+
+
+def test_details_joined_keep_both_and_take_only_the_units_not_there():
+    """The two statements' details merged (legs.merged) are a new set: the first's units as they were, the
+    second's others after them; extend (a query-side round's units) takes them in place."""
+    first = details(a={"number": 1, "session_id": "s1"}, b={"number": 2, "personas": ["ana", "mel"]})
+    second = details(b={"number": 2, "personas": ["ana", "mel"]}, c={"number": 3, "sessions": ["s1", "s2"]})
+    both = first.joined(second)
+    assert list(both) == ["a", "b", "c"] and list(first) == ["a", "b"] and list(second) == ["b", "c"]
+    assert {u: both[u] for u in first} == dict(first.items()) and both["c"] == second["c"]
+    assert both["a"]["sessions"] == ["s1"] and both["c"]["sessions"] == ["s1", "s2"] and both["a"]["personas"] is None
+    first.extend(second)
+    assert dict(first.items()) == dict(both.items())
 
 
 def test_the_final_score_follows_the_design_formula():

@@ -14,9 +14,10 @@ from memory_assets.recall import fusion, learned
 AT = datetime(2024, 6, 1, tzinfo=UTC)
 
 
-def details(n: int) -> dict[str, dict]:
-    return {f"u{i}": {"number": i, "importance": 0.5, "trust": 0.5, "valid_from": AT, "personas": None,
-                      "session_id": f"s{i % 7}", "recency": 1.0} for i in range(n)}
+def details(n: int) -> fusion.Details:
+    return fusion.Details.of({f"u{i}": {"number": i, "importance": 0.5, "trust": 0.5, "valid_from": AT,
+                                        "personas": None, "session_id": f"s{i % 7}", "recency": 1.0}
+                              for i in range(n)})
 
 
 def candidates(n: int, seed: int = 1) -> dict[str, dict]:
