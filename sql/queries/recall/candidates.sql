@@ -156,14 +156,14 @@ SELECT ctx.model_key, ctx.units, (SELECT count(*) FROM hits) AS text_hits, u.uni
        -- sources: ~1.3 of ~8.4 ms on LoCoMo). The arrays are sent only where the caller cannot tell them from the
        -- texts beside them (legs.unpack: the persona alone, the session alone): a text array costs the client ~3x a
        -- text to parse, two of them ~0.35 of a small project's ~660 rows
-       CASE WHEN u.sources_beyond_origin OR b.unit_id IS NOT NULL THEN (
+       CASE WHEN o.beyond THEN (
                 SELECT array_agg(DISTINCT lower(s.persona))
                        FILTER (WHERE {recall/_visible_source} AND s.persona IS NOT NULL)  -- a source names one, or none
                 FROM memory_sources s WHERE s.unit_id = u.unit_id) END AS personas,
-       CASE WHEN NOT (u.sources_beyond_origin OR b.unit_id IS NOT NULL)
+       CASE WHEN NOT o.beyond
              AND (u.origin_visibility = {visibility_project} OR u.origin_persona = %(reader)s::text)
             THEN lower(u.origin_persona) END AS persona,
-       CASE WHEN u.sources_beyond_origin OR b.unit_id IS NOT NULL THEN (
+       CASE WHEN o.beyond THEN (
                 SELECT (array_agg(s.session_id ORDER BY s.id) FILTER (WHERE {recall/_visible_source}))[1]
                 FROM memory_sources s WHERE s.unit_id = u.unit_id)
             WHEN u.origin_visibility = {visibility_project} OR u.origin_persona = %(reader)s::text
@@ -174,7 +174,7 @@ SELECT ctx.model_key, ctx.units, (SELECT count(*) FROM hits) AS text_hits, u.uni
        -- the sessions of the sources its reader may see (row-level security lets an operator read every source:
        -- the filter is the reader's, as for the personas); NULL where they are its session_id alone, if any: a unit
        -- with one source, its origin, whose session counts only where the reader sees it
-       CASE WHEN u.sources_beyond_origin OR b.unit_id IS NOT NULL THEN (
+       CASE WHEN o.beyond THEN (
                 SELECT array_agg(DISTINCT s.session_id)
                        FILTER (WHERE {recall/_visible_source} AND s.session_id IS NOT NULL)
                 FROM memory_sources s WHERE s.unit_id = u.unit_id) END AS sessions,
@@ -184,4 +184,6 @@ FROM ctx
 LEFT JOIN pooled u ON true
 LEFT JOIN memory_units_beyond_origin b  -- the project's marks, read once (329 probes of the key cost 1 ms)
     ON b.project = %(project)s AND b.unit_id = u.unit_id
-LEFT JOIN latest lt ON lt.unit_id = u.unit_id;
+LEFT JOIN latest lt ON lt.unit_id = u.unit_id
+CROSS JOIN LATERAL (  -- whether the unit's sources go beyond the row it was folded from (sql/024, sql/025), once
+    SELECT u.sources_beyond_origin OR b.unit_id IS NOT NULL AS beyond) AS o;
