@@ -23,6 +23,7 @@ from urllib.parse import quote
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
+from psycopg.types.numeric import Int8BinaryLoader
 from psycopg_pool import ConnectionPool
 
 from memory_assets import vocabulary as V
@@ -412,11 +413,18 @@ def positional(statement: str) -> tuple[str, tuple[str, ...]]:
     return text, tuple(numbers)
 
 
-def execute_positional(conn: psycopg.Connection[Any], statement: str, params: dict[str, Any]) -> psycopg.Cursor[Any]:
+def execute_positional(conn: psycopg.Connection[Any], statement: str, params: dict[str, Any], *,
+                       times_as_micros: bool = False) -> psycopg.Cursor[Any]:
     """Run a long named-parameter statement, prepared, without psycopg parsing it on every call (see positional),
-    its rows in binary, which psycopg's C loaders parse faster than text (recall's ~300 rows of arrays and times)."""
+    its rows in binary, which psycopg's C loaders parse faster than text (recall's ~300 rows of arrays and times);
+    `times_as_micros`: each timestamptz read as its binary form holds it, whole microseconds since 2000-01-01 UTC
+    (recall.fusion.micros), exact and loaded as a bigint is (a datetime took ~0.3 us a value, the server's
+    extract() of them ~0.25 us)."""
     text, names = positional(statement)
-    return psycopg.RawCursor(conn).execute(text, [params[name] for name in names], prepare=True, binary=True)
+    cursor = psycopg.RawCursor(conn)
+    if times_as_micros:
+        cursor.adapters.register_loader("timestamptz", Int8BinaryLoader)
+    return cursor.execute(text, [params[name] for name in names], prepare=True, binary=True)
 
 
 def one(cursor: psycopg.Cursor[Any]) -> Any:

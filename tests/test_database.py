@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -91,6 +92,13 @@ def test_a_long_statement_runs_with_its_parameters_numbered_once(conn):
     cursor = database.execute_positional(conn, typed, typed_params)
     assert cursor.pgresult.fformat(0) == psycopg.pq.Format.BINARY
     assert cursor.fetchall() == conn.execute(typed, typed_params).fetchall()
+    # a time as its binary form's microseconds since 2000-01-01 UTC, exact (recall's validity starts)
+    epoch = datetime(2000, 1, 1, tzinfo=UTC)
+    times = ("SELECT %(at)s::timestamptz, %(at)s::timestamptz + interval '7 microseconds', 1::int8" + " " * 5000)
+    for at in ("2023-05-08 13:56:00.123456+02", "1970-01-01 00:00:00+00", "8999-12-31 23:59:59.999999+00"):
+        (moment, later, plain), = conn.execute(times, {"at": at}).fetchall()
+        assert database.execute_positional(conn, times, {"at": at}, times_as_micros=True).fetchall() == [
+            ((moment - epoch) // timedelta(microseconds=1), (later - epoch) // timedelta(microseconds=1), plain)]
     with pytest.raises(ValueError, match="literal %"):
         database.positional("SELECT 'a%%' || %(a)s")
 

@@ -103,8 +103,7 @@ class Details(Mapping[str, dict[str, Any]]):
         self.trust = np.fromiter(columns["trust"], np.float64, len(self.ids))
         self.recency = np.fromiter((np.nan if r is None else r for r in columns["recency"]), np.float64,
                                    len(self.ids))
-        self.valid_from_us = np.fromiter(columns["valid_from_us"], np.int64, len(self.ids))  # exact, and read as
-        # fast as the number (a timestamptz parsed into a datetime cost ~0.3 of the statement's parse)
+        self.valid_from_us = np.fromiter(columns["valid_from_us"], np.int64, len(self.ids))  # micros(valid_from)
         self.episodic: list[bool] = list(columns["episodic"])
         self.personas: list[list[str] | None] = list(columns["personas"])
         self.persona: list[str | None] = list(columns["persona"])
@@ -118,7 +117,7 @@ class Details(Mapping[str, dict[str, Any]]):
         episodic False, valid_from the epoch; number given)."""
         defaults = {"episodic": False, "importance": np.nan, "trust": np.nan}
         columns = {name: [entry.get(name, defaults.get(name)) for entry in entries.values()] for name in cls.FIELDS}
-        columns["valid_from_us"] = [epoch_micros(entry.get("valid_from", EPOCH)) for entry in entries.values()]
+        columns["valid_from_us"] = [micros(entry.get("valid_from", EPOCH)) for entry in entries.values()]
         return cls(list(entries), columns)
 
     def __getitem__(self, unit_id: str) -> dict[str, Any]:
@@ -295,7 +294,7 @@ def handset(fused: Pool, details: Details, query: str, at: datetime) -> None:
     if windows:
         marked = np.zeros(len(units), bool)
         for start, end in windows:
-            marked |= (epoch_micros(start) <= valid_from) & (valid_from < epoch_micros(end))
+            marked |= (micros(start) <= valid_from) & (valid_from < micros(end))
         if dated := bool(marked.any()):
             fused.column("time")[marked] = V.TIME_CUE_BOOST
             relevance[marked] *= 1 + V.TIME_CUE_BOOST
@@ -304,17 +303,18 @@ def handset(fused: Pool, details: Details, query: str, at: datetime) -> None:
     fused.columns["trust"] = details.trust[where]
     fresh = fused.columns["recency"] = details.recency[where]
     unscored = np.isnan(fresh)  # recency() over the column: the same seconds (microseconds / 1e6) and math.exp
-    exponent = _DECAY_PER_SECOND * np.maximum(0.0, (epoch_micros(at) - valid_from[unscored]) / 1e6)
+    exponent = _DECAY_PER_SECOND * np.maximum(0.0, (micros(at) - valid_from[unscored]) / 1e6)
     fresh[unscored] = [math.exp(value) for value in exponent.tolist()]
     fused.columns["score"] = relevance * (0.7 + 0.2 * importance + 0.1 * fresh)
 
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)  # PostgreSQL's: a timestamptz is int64 microseconds from it
 _DECAY_PER_SECOND = -math.log(2) / (V.RECENCY_HALF_LIFE_DAYS * 86400)  # recency's exponent, worked out once
 
 
-def epoch_micros(moment: datetime) -> int:
-    """A time as whole microseconds since the epoch, as recall/candidates sends a unit's validity start."""
+def micros(moment: datetime) -> int:
+    """A time as PostgreSQL's binary timestamptz holds it, whole microseconds since EPOCH: how recall reads a unit's
+    validity start (database.execute_positional's times_as_micros)."""
     return (moment - EPOCH) // timedelta(microseconds=1)
 
 

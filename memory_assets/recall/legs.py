@@ -49,7 +49,7 @@ def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key:
     """
     statement, planned = send_candidates_context(conn, params, model_key)
     return received(conn, params["project"], planned, execute_positional(
-        conn, statement, statement_params(params, vector, sparse)))
+        conn, statement, statement_params(params, vector, sparse), times_as_micros=True))
 
 
 def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, Any], model_key: str,
@@ -66,7 +66,7 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
     unused = np.zeros(embeddings.model_spec(model_key).dim, dtype=np.float32)  # typed as the query's vector: the
     # two statements are one prepared statement with one plan (a NULL vector would prepare a second, ~1.3 MB each)
     full_text = {**statement_params(params, None, True), "vector": unused, "all_details": True}
-    sparse_sent = execute_positional(conn, statement, full_text)
+    sparse_sent = execute_positional(conn, statement, full_text, times_as_micros=True)
     conn.pgconn.send_flush_request()  # the server sends the full-text answer once it is ready, not when asked next:
     conn.pgconn.flush()  # it is in by the time the question is encoded (a request left in libpq's buffer goes next)
     vector = encode()
@@ -85,7 +85,7 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
         alone = leg_alone(conn, vectors, nearest, found, dense)
         if alone is not None:
             return alone, vector
-    dense_sent = execute_positional(conn, statement, dense)
+    dense_sent = execute_positional(conn, statement, dense, times_as_micros=True)
     if found is None:  # a larger project: the statement found its seeds' neighbours itself
         found = received(conn, params["project"], planned, sparse_sent, first)
     return merged(found, received(conn, params["project"], planned, dense_sent)), vector
@@ -201,7 +201,7 @@ def unpack(rows: list[Row], planned: bool) -> Candidates:
     """The statement's rows (one per unit, or one empty row with the context) as legs, neighbours and details, read
     column by column."""
     first = rows[0]
-    (_, _, _, ids, distance, dense_rank, score, sparse_rank, episodic, number, importance, trust, valid_from_us,
+    (_, _, _, ids, distance, dense_rank, score, sparse_rank, episodic, number, importance, trust, valid_from,
      personas, persona, session_id, recency, sessions, revision, content_hash, near_of, near_distance, _, _
      ) = zip(*rows, strict=True) if first[3] is not None else ((),) * len(first)
     dense = [(unit_id, d, e) for _, unit_id, d, e in sorted(
@@ -215,7 +215,7 @@ def unpack(rows: list[Row], planned: bool) -> Candidates:
         if of:  # (seed, unit, turns) rows: the statement's two arrays are the same length
             near.extend((seed, unit_id, apart) for seed, apart in zip(of, turns_apart, strict=True))
     details = Details(ids, {
-        "number": number, "importance": importance, "trust": trust, "valid_from_us": valid_from_us,
+        "number": number, "importance": importance, "trust": trust, "valid_from_us": valid_from,
         "personas": personas, "persona": persona, "session_id": session_id, "recency": recency, "sessions": sessions,
         "episodic": episodic, "version": list(zip(revision, content_hash, strict=True))})
     turns = {n: unit_id for n, unit_id, e in zip(number, ids, episodic, strict=True) if e}

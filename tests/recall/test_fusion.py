@@ -86,7 +86,7 @@ def test_a_time_cue_marks_its_window_to_the_microsecond_and_recency_reads_the_sa
     fusion.score(fused, scoring, "What happened in July 2023?", AT)
     assert {u for u in times if "time" in fused[u]} == {"first", "last", "odd"}
     assert all(fused[u]["recency"] == fusion.recency(t, AT) for u, t in times.items())
-    assert scoring["odd"]["valid_from"] == times["odd"] and fusion.epoch_micros(times["odd"]) % 1_000_000 == 7
+    assert scoring["odd"]["valid_from"] == times["odd"] and fusion.micros(times["odd"]) % 1_000_000 == 7
 
 
 def test_details_joined_keep_both_and_take_only_the_units_not_there():

@@ -1243,9 +1243,9 @@ def test_a_small_projects_dense_leg_keeps_the_vectors_the_probe_keeps(mem, conn,
     merges, fetched = [], []  # fetched: each nearest-vectors statement's over-fetch
     monkeypatch.setattr("memory_assets.recall.legs.merged", lambda *found: merges.append(found) or merged(*found))
     sent = memory_assets.recall.legs.execute_positional
-    monkeypatch.setattr("memory_assets.recall.legs.execute_positional", lambda conn, statement, params: (
+    monkeypatch.setattr("memory_assets.recall.legs.execute_positional", lambda conn, statement, params, **how: (
         fetched.append(params["exact_overfetch"]) if "LEFT JOIN nearest n ON true" in statement else None) or sent(
-        conn, statement, params))
+        conn, statement, params, **how))
     zero = vector * 0
     with conn.pipeline(), authz.scoped(conn, authz.Actor.reader("acme"), one_snapshot=True):
         one = candidates(conn, params, T1, vector, True)

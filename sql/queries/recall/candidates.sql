@@ -148,7 +148,7 @@ WITH {recall/_dense_leg}, tsq AS MATERIALIZED (  -- parsed once: a generic plan 
 SELECT ctx.model_key, ctx.units, (SELECT count(*) FROM hits) AS text_hits, u.unit_id::text, u.distance,
        u.dense_rank, u.score, u.sparse_rank,
        u.type = 'episodic' AS episodic, u.number, u.importance, u.trust,
-       (extract(epoch FROM u.valid_from) * 1000000)::int8 AS valid_from_us,  -- exact, parsed ~5x faster than a time
+       u.valid_from,  -- read as its binary form's microseconds (legs: database.execute_positional's times_as_micros)
        -- personas and session from the sources its reader may see (another persona's private source moves no
        -- rank); turns are neighbours when any of their sources share a session. A unit whose one source is the row
        -- it was folded from carries that source (sql/024); only the others (born so, or marked in sql/025's side
