@@ -154,13 +154,13 @@ class Details(Mapping[str, dict[str, Any]]):
         return np.fromiter(map(self.at.__getitem__, unit_ids), np.intp, len(unit_ids))
 
     def joined(self, other: Details) -> Details:
-        """These details and the units of `other` not here, leaving both as they are."""
+        """These details and the units of `other` not here, leaving both as they are (a unit both hold is as here)."""
         both = Details(self.ids, {name: getattr(self, name) for name in self.FIELDS})
         both.extend(other)
         return both
 
     def extend(self, other: Details) -> None:
-        """Take in the units of `other` that are not here yet (read in the same snapshot: a unit's are the same)."""
+        """Take in the units of `other` that are not here yet (a unit both hold stays as it is here)."""
         new = [at for at, unit_id in enumerate(other.ids) if unit_id not in self.at]
         if not new:
             return
@@ -302,9 +302,10 @@ def handset(fused: Pool, details: Details, query: str, at: datetime) -> None:
     importance = fused.columns["importance"] = details.importance[where]
     fused.columns["trust"] = details.trust[where]
     fresh = fused.columns["recency"] = details.recency[where]
-    unscored = np.isnan(fresh)  # recency() over the column: the same seconds (microseconds / 1e6) and math.exp
-    exponent = _DECAY_PER_SECOND * np.maximum(0.0, (micros(at) - valid_from[unscored]) / 1e6)
-    fresh[unscored] = [math.exp(value) for value in exponent.tolist()]
+    unscored, now = np.isnan(fresh), micros(at)  # recency() unit by unit: the microseconds apart as Python ints,
+    # divided as timedelta.total_seconds() divides them (past 2**53 us a float64 would round twice)
+    fresh[unscored] = [math.exp(_DECAY_PER_SECOND * max(0.0, (now - start) / 1_000_000))
+                       for start in valid_from[unscored].tolist()]
     fused.columns["score"] = relevance * (0.7 + 0.2 * importance + 0.1 * fresh)
 
 

@@ -148,9 +148,10 @@ def current_vectors(rows: list[Row], found: Candidates) -> list[Row] | None:
 
 
 def merged(found: Candidates, dense: Candidates) -> Candidates:
-    """The full-text statement's candidates and the dense one's as the one statement gives them."""
+    """The full-text statement's candidates and the dense one's as the one statement gives them: a unit both detail
+    is as the dense one read it, the later (in a caller's READ COMMITTED transaction, a later snapshot)."""
     return dense._replace(sparse=found.sparse, near=list(dict.fromkeys(found.near + dense.near)),
-                          details=found.details.joined(dense.details), text_hits=found.text_hits,
+                          details=dense.details.joined(found.details), text_hits=found.text_hits,
                           turns={**found.turns, **dense.turns})
 
 

@@ -87,16 +87,24 @@ def test_a_time_cue_marks_its_window_to_the_microsecond_and_recency_reads_the_sa
     assert {u for u in times if "time" in fused[u]} == {"first", "last", "odd"}
     assert all(fused[u]["recency"] == fusion.recency(t, AT) for u, t in times.items())
     assert scoring["odd"]["valid_from"] == times["odd"] and fusion.micros(times["odd"]) % 1_000_000 == 7
+    late = datetime(2400, 1, 1, 0, 0, 0, 1, tzinfo=UTC)  # ~300-430 years after: past 2**53 microseconds apart
+    rng = random.Random(5)  # (a float64 of the microseconds would round twice for 7 of these 40, to the last bit)
+    starts = {f"u{i}": datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=rng.randrange(4 * 10**15))
+              for i in range(40)}
+    far = fusion.Pool.of({u: {"relevance": 1.0} for u in starts})
+    fusion.score(far, details(**{u: {"valid_from": t, "recency": None} for u, t in starts.items()}), "words", late)
+    assert all(far[u]["recency"] == fusion.recency(t, late) for u, t in starts.items())
 
 
 def test_details_joined_keep_both_and_take_only_the_units_not_there():
-    """The two statements' details merged (legs.merged) are a new set: the first's units as they were, the
-    second's others after them; extend (a query-side round's units) takes them in place."""
+    """Details joined are a new set: the first's units as they were, the second's others after them (legs.merged
+    joins the dense statement's first, so a unit both read is as the later statement read it); extend (a query-side
+    round's units) takes them in place."""
     first = details(a={"number": 1, "session_id": "s1"}, b={"number": 2, "personas": ["ana", "mel"]})
-    second = details(b={"number": 2, "personas": ["ana", "mel"]}, c={"number": 3, "sessions": ["s1", "s2"]})
+    second = details(b={"number": 2, "importance": 0.9, "personas": ["ana"]}, c={"number": 3, "sessions": ["s1", "s2"]})
     both = first.joined(second)
     assert list(both) == ["a", "b", "c"] and list(first) == ["a", "b"] and list(second) == ["b", "c"]
-    assert {u: both[u] for u in first} == dict(first.items()) and both["c"] == second["c"]
+    assert {u: both[u] for u in first} == dict(first.items()) and both["c"] == second["c"]  # b as the first had it
     assert both["a"]["sessions"] == ["s1"] and both["c"]["sessions"] == ["s1", "s2"] and both["a"]["personas"] is None
     first.extend(second)
     assert dict(first.items()) == dict(both.items())

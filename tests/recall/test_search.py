@@ -1341,6 +1341,33 @@ def test_a_unit_the_full_text_statement_did_not_see_gets_its_details_from_the_de
     assert new_unit in {row[0] for row in found.dense} and new_unit in found.details
 
 
+def test_a_unit_both_statements_detail_is_as_the_later_one_read_it(mem, conn, clean, embedder, monkeypatch):
+    """Inside a caller's READ COMMITTED transaction, a unit changed while the question encodes: the two statements'
+    details merged (legs.merged) give it as the dense statement read it, after the change, as the one statement
+    sent then would (a first columnar merge kept the full-text statement's, a review found)."""
+    conversation(mem, conn, embedder)
+    query = "backup check billing replica"
+    vector = memory_assets.api.encode_query(T1, query)
+    params = request_params("acme", tsquery_terms(query), 8, datetime.now(UTC) + timedelta(minutes=1), False,
+                            reader="api")
+
+    def changed_meanwhile():
+        answered(conn)  # the full-text answer in first: its statement read the store before
+        with psycopg.connect(clean, **database.connection_kwargs()) as other:
+            other.execute("UPDATE memory_units SET importance = 0.987 WHERE project = 'acme'")
+        return vector
+
+    merges = []
+    monkeypatch.setattr("memory_assets.recall.legs.merged", lambda *found: merges.append(found) or merged(*found))
+    with conn.pipeline(), authz.scoped(conn, authz.Actor.reader("acme")):  # READ COMMITTED: no one snapshot
+        found, _ = candidates_while_encoding(conn, params, T1, changed_meanwhile)
+    (full_text, dense_side), = merges  # two snapshots: the dense statement ran with its details, then merged
+    assert not any(unit["importance"] == pytest.approx(0.987) for unit in full_text.details.values())
+    dense = {row[0] for row in found.dense}
+    assert dense and dense <= set(full_text.details) & set(dense_side.details)
+    assert all(found.details[u]["importance"] == pytest.approx(0.987) for u in dense)
+
+
 def test_a_serving_model_switched_between_the_two_statements_is_seen_by_the_dense_one(mem, conn, embedder):
     """Inside a caller's READ COMMITTED transaction, a serving model switched after the full-text statement read it:
     the dense leg alone says which model serves now (and has no rows), so recall notes the switch instead of a
