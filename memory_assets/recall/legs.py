@@ -18,6 +18,9 @@ from memory_assets.recall.fusion import Details
 from memory_assets.recall.request import hnsw_candidates, send_request_context
 
 Row = tuple[Any, ...]  # (unit_id, score or distance, episodic); neighbours: (seed, unit_id, distance)
+CONTEXT_COLUMNS = 5  # recall/candidates' first columns, set on its context row alone: the serving model, the
+# project's size, the sparse leg's (unit, term) pairs, the snapshot, whether it details every unit
+CONTEXT_EVERY_UNIT = 4
 
 
 class Candidates(NamedTuple):
@@ -77,7 +80,7 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
     # after it, one round trip more where the vector was at hand (sent with it: 0.99x the one statement, not 0.92x)
     dense = statement_params(params, vector, False)
     found = None
-    if first[-1]:  # the statement detailed every unit recall may return (its last column): the vectors alone
+    if first[CONTEXT_EVERY_UNIT]:  # the statement detailed every unit recall may return: the vectors alone
         vectors, _ = project_plan(conn, embeddings.model_query("recall/dense_vectors", model_key), params["project"])
         nearest = execute_positional(conn, vectors, dense)  # planned as the candidates statement (the same project
         # on the same connection)
@@ -109,9 +112,9 @@ def leg_alone(conn: psycopg.Connection[Any], vectors: str, nearest: psycopg.Curs
     None where the vectors cannot stand for the leg (current_vectors): the dense statement then runs again with its
     details, as for a larger project."""
     with tracing.span("memory.recall.legs") as span:
-        rows = nearest.fetchall()  # the serving model and the snapshot first, then the vectors by distance
+        rows = nearest.fetchall()  # the serving model and the snapshot alone first, then the vectors by distance
         kept = current_vectors(rows, found)
-        if kept is not None and len(kept) < params["candidates"] and len(rows) >= params["exact_overfetch"]:
+        if kept is not None and len(kept) < params["candidates"] and len(rows) - 1 >= params["exact_overfetch"]:
             rows = execute_positional(conn, vectors, {**params, "exact_overfetch": found.units + 1}).fetchall()
             kept = current_vectors(rows, found)  # every vector: a project has no more than its numbered units
         if kept is None:
@@ -131,16 +134,16 @@ def current_vectors(rows: list[Row], found: Candidates) -> list[Row] | None:
     statements read different snapshots (a commit between them in a caller's READ COMMITTED transaction; recall's
     own transaction reads one), or a distance is not a number (a zero query vector: the statement's own order
     stands)."""
-    snapshot = rows[0][1]
+    (_, snapshot, *_), *vectors = rows  # the context row first (recall/dense_vectors)
     if snapshot is None or snapshot != found.snapshot:
         return None
-    if rows[0][2] is None:  # no vectors: one row of the serving model and the snapshot
+    if not vectors:  # the project has no vectors of the model
         return []
-    if math.isnan(rows[-1][3]):  # the statement sorts a NaN distance last
+    if math.isnan(vectors[-1][3]):  # the statement sorts a NaN distance last
         return None
     details, kept = found.details, []
     at, version, number, episodic = details.at, details.version, details.number.tolist(), details.episodic
-    for _, _, unit_id, distance, revision, content_hash in rows:
+    for _, _, unit_id, distance, revision, content_hash in vectors:
         where = at.get(unit_id)
         if where is not None and version[where] == (revision, content_hash):
             kept.append((distance, number[where], unit_id, episodic[where]))
@@ -199,12 +202,13 @@ def send_planned(conn: psycopg.Connection[Any], statement: str, project: str, k:
 
 
 def unpack(rows: list[Row], planned: bool) -> Candidates:
-    """The statement's rows (one per unit, or one empty row with the context) as legs, neighbours and details, read
-    column by column."""
-    first = rows[0]
-    (_, _, _, ids, distance, dense_rank, score, sparse_rank, episodic, number, importance, trust, valid_from,
-     personas, persona, session_id, recency, sessions, revision, content_hash, near_of, near_distance, _, _
-     ) = zip(*rows, strict=True) if first[3] is not None else ((),) * len(first)
+    """The statement's rows (its context, then one per unit) as legs, neighbours and details, read column by column;
+    the context row is found by its unit id, NULL, wherever it comes."""
+    at = next(at for at, row in enumerate(rows) if row[CONTEXT_COLUMNS] is None)
+    context, units = rows[at], rows[:at] + rows[at + 1:]
+    (*_, ids, distance, dense_rank, score, sparse_rank, episodic, number, importance, trust, valid_from, personas,
+     persona, session_id, recency, sessions, revision, content_hash, near_of, near_distance
+     ) = zip(*units, strict=True) if units else ((),) * len(context)
     dense = [(unit_id, d, e) for _, unit_id, d, e in sorted(
         (r, unit_id, d, e) for r, unit_id, d, e in zip(dense_rank, ids, distance, episodic, strict=True)
         if r is not None)]
@@ -220,8 +224,9 @@ def unpack(rows: list[Row], planned: bool) -> Candidates:
         "personas": personas, "persona": persona, "session_id": session_id, "recency": recency, "sessions": sessions,
         "episodic": episodic, "version": list(zip(revision, content_hash, strict=True))})
     turns = {n: unit_id for n, unit_id, e in zip(number, ids, episodic, strict=True) if e}
-    return Candidates(first[0], int(first[1]), dense, sparse, near, details, int(first[2]), planned, bool(first[-1]),
-                      first[-2], turns)
+    model_key, units_numbered, text_hits, snapshot, every_unit = context[:CONTEXT_COLUMNS]
+    return Candidates(model_key, int(units_numbered), dense, sparse, near, details, int(text_hits), planned,
+                      bool(every_unit), snapshot, turns)
 
 
 def seedable(found: Candidates) -> set[str]:

@@ -18,6 +18,7 @@ from memory_assets import vocabulary as V
 from memory_assets.errors import ValidationError
 from memory_assets.recall import expansion, recall
 from memory_assets.recall.legs import (
+    CONTEXT_COLUMNS,
     candidates,
     candidates_while_encoding,
     merged,
@@ -1193,9 +1194,13 @@ def test_the_two_statements_merged_are_the_candidates_of_the_one(mem, conn, embe
     (dense_seed,) = {numbers[seed] for seed in seeds[0] - seeds[1]}
     assert dense_seed == 8 and {turn for seed, turn in pairs if seed == 8} == {6, 10}  # not 7 (env) nor 9 (a fact)
     assert not {4, 7, 9} & {number for pair in pairs for number in pair}
-    ids = [row[3] for row in unpacked[0]]  # the full-text statement's rows, as recall received them
+    context, *rows = unpacked[0]  # the full-text statement's rows, as recall received them: its context first
+    assert context[CONTEXT_COLUMNS] is None and context[:CONTEXT_COLUMNS] == (
+        T1, units_of(conn, "acme"), two.text_hits, two.snapshot, bool(all_details_max))
+    assert all(row[:CONTEXT_COLUMNS] == (None,) * CONTEXT_COLUMNS for row in rows)  # sent once, not on every row
+    ids = [row[CONTEXT_COLUMNS] for row in rows]
     assert len(ids) == len(set(ids)), ids  # one row per unit, a candidate's or any other's: none read twice
-    near_sent = [row[-4] for row in unpacked[0] if row[-4]]  # the neighbours the statement worked out itself
+    near_sent = [row[-2] for row in rows if row[-2]]  # the neighbours the statement worked out itself
     assert not near_sent if all_details_max else near_sent  # beside every unit's details, recall works them out
     assert (set(ids) == set(numbers)) if all_details_max else (set(ids) < set(two.details))
     if all_details_max:  # units the full-text statement read outside its legs' pool: their details compared above
@@ -1244,7 +1249,7 @@ def test_a_small_projects_dense_leg_keeps_the_vectors_the_probe_keeps(mem, conn,
     monkeypatch.setattr("memory_assets.recall.legs.merged", lambda *found: merges.append(found) or merged(*found))
     sent = memory_assets.recall.legs.execute_positional
     monkeypatch.setattr("memory_assets.recall.legs.execute_positional", lambda conn, statement, params, **how: (
-        fetched.append(params["exact_overfetch"]) if "LEFT JOIN nearest n ON true" in statement else None) or sent(
+        fetched.append(params["exact_overfetch"]) if "FROM nearest n ORDER BY n.distance" in statement else None) or sent(
         conn, statement, params, **how))
     zero = vector * 0
     with conn.pipeline(), authz.scoped(conn, authz.Actor.reader("acme"), one_snapshot=True):

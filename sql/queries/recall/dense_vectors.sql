@@ -6,9 +6,9 @@
 -- the over-fetch falls short it asks again for every vector, and where the two statements read different snapshots
 -- (a commit between them in a caller's READ COMMITTED transaction) it sends recall/candidates instead. The scan is
 -- dense_scan's, spelled here without the leg's other expressions (written as the leg's fragment and reading
--- dense_scan alone, it took 0.14 ms more: the plan's set-up). The serving model and the snapshot come first (a row of
--- NULLs after them when the project has no vectors of the query's model), so a request sees a switch between its
--- statements.
+-- dense_scan alone, it took 0.14 ms more: the plan's set-up). The first row is the serving model and the snapshot
+-- alone, so a request sees a switch between its statements, then a row per vector by distance (none when the project
+-- has no vectors of the query's model), without them (as recall/candidates' context row).
 WITH ctx AS MATERIALIZED (
     SELECT {embeddings/_serving_model} AS model_key, {recall/_snapshot} AS snapshot
 ), nearest AS MATERIALIZED (
@@ -18,5 +18,7 @@ WITH ctx AS MATERIALIZED (
     ORDER BY distance
     FETCH FIRST %(exact_overfetch)s ROWS WITH TIES  -- a tie at the edge whole: the caller's order (distance, number)
 )
-SELECT c.model_key, c.snapshot, n.unit_id::text, n.distance, n.unit_revision, n.content_hash
-FROM ctx c LEFT JOIN nearest n ON true ORDER BY n.distance;
+SELECT c.model_key, c.snapshot, NULL AS unit_id, NULL AS distance, NULL AS unit_revision, NULL AS content_hash
+FROM ctx c
+UNION ALL  -- after the context row: an Append runs its branches in order (no parallel workers: request_context)
+(SELECT NULL, NULL, n.unit_id::text, n.distance, n.unit_revision, n.content_hash FROM nearest n ORDER BY n.distance);
