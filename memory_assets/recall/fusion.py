@@ -97,7 +97,7 @@ class Details(Mapping[str, dict[str, Any]]):
 
     def __init__(self, ids: Sequence[str], columns: Mapping[str, Sequence[Any]]) -> None:
         self.ids: list[str] = list(ids)
-        self.at: dict[str, int] = {unit_id: at for at, unit_id in enumerate(self.ids)}
+        self.at: dict[str, int] = dict(zip(self.ids, range(len(self.ids)), strict=True))
         self.number = np.fromiter(columns["number"], np.int64, len(self.ids))
         self.importance = np.fromiter(columns["importance"], np.float64, len(self.ids))
         self.trust = np.fromiter(columns["trust"], np.float64, len(self.ids))

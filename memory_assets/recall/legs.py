@@ -3,6 +3,7 @@ cited text of the top k."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -209,12 +210,7 @@ def unpack(rows: list[Row], planned: bool) -> Candidates:
     (*_, ids, distance, dense_rank, score, sparse_rank, episodic, number, importance, trust, valid_from, personas,
      persona, session_id, recency, sessions, revision, content_hash, near_of, near_distance
      ) = zip(*units, strict=True) if units else ((),) * len(context)
-    dense = [(unit_id, d, e) for _, unit_id, d, e in sorted(
-        (r, unit_id, d, e) for r, unit_id, d, e in zip(dense_rank, ids, distance, episodic, strict=True)
-        if r is not None)]
-    sparse = [(unit_id, s, e) for _, unit_id, s, e in sorted(
-        (r, unit_id, s, e) for r, unit_id, s, e in zip(sparse_rank, ids, score, episodic, strict=True)
-        if r is not None)]
+    dense, sparse = leg_rows(dense_rank, ids, distance, episodic), leg_rows(sparse_rank, ids, score, episodic)
     near: list[Row] = []
     for of, unit_id, turns_apart in zip(near_of, ids, near_distance, strict=True):
         if of:  # (seed, unit, turns) rows: the statement's two arrays are the same length
@@ -223,10 +219,18 @@ def unpack(rows: list[Row], planned: bool) -> Candidates:
         "number": number, "importance": importance, "trust": trust, "valid_from_us": valid_from,
         "personas": personas, "persona": persona, "session_id": session_id, "recency": recency, "sessions": sessions,
         "episodic": episodic, "version": list(zip(revision, content_hash, strict=True))})
-    turns = {n: unit_id for n, unit_id, e in zip(number, ids, episodic, strict=True) if e}
+    turns = dict(itertools.compress(zip(number, ids, strict=True), episodic))
     model_key, units_numbered, text_hits, snapshot, every_unit = context[:CONTEXT_COLUMNS]
     return Candidates(model_key, int(units_numbered), dense, sparse, near, details, int(text_hits), planned,
                       bool(every_unit), snapshot, turns)
+
+
+def leg_rows(ranks: tuple[Any, ...], ids: tuple[str, ...], values: tuple[Any, ...], episodic: tuple[bool, ...]
+           ) -> list[Row]:
+    """A leg's (unit id, score or distance, episodic) rows in the order of its ranks (None: a unit not in the leg)."""
+    rows = {rank: (unit_id, value, e) for rank, unit_id, value, e in zip(ranks, ids, values, episodic, strict=True)
+            if rank is not None}
+    return [rows[rank] for rank in sorted(rows)]
 
 
 def seedable(found: Candidates) -> set[str]:
