@@ -286,7 +286,7 @@ def handset(fused: Pool, details: Details, query: str, at: datetime) -> None:
     relevance, persona, dated = fused.columns["relevance"], False, False
     if named:
         personas_of = details.personas_of
-        marked = np.fromiter((bool(p := personas_of(u)) and not named.isdisjoint(p) for u in units), bool, len(units))
+        marked = np.fromiter((not named.isdisjoint(personas_of(u) or ()) for u in units), bool, len(units))
         if persona := bool(marked.any()):
             fused.column("persona")[marked] = V.PERSONA_BOOST
             relevance[marked] *= 1 + V.PERSONA_BOOST
@@ -294,7 +294,7 @@ def handset(fused: Pool, details: Details, query: str, at: datetime) -> None:
     if windows:
         marked = np.zeros(len(units), bool)
         for start, end in windows:
-            marked |= (micros(start) <= valid_from) & (valid_from < micros(end))
+            marked = marked | ((micros(start) <= valid_from) & (valid_from < micros(end)))
         if dated := bool(marked.any()):
             fused.column("time")[marked] = V.TIME_CUE_BOOST
             relevance[marked] *= 1 + V.TIME_CUE_BOOST

@@ -1248,8 +1248,9 @@ def test_a_small_projects_dense_leg_keeps_the_vectors_the_probe_keeps(mem, conn,
     merges, fetched = [], []  # fetched: each nearest-vectors statement's over-fetch
     monkeypatch.setattr("memory_assets.recall.legs.merged", lambda *found: merges.append(found) or merged(*found))
     sent = memory_assets.recall.legs.execute_positional
+    nearest = "FROM nearest n ORDER BY n.distance"  # recall/dense_vectors
     monkeypatch.setattr("memory_assets.recall.legs.execute_positional", lambda conn, statement, params, **how: (
-        fetched.append(params["exact_overfetch"]) if "FROM nearest n ORDER BY n.distance" in statement else None) or sent(
+        fetched.append(params["exact_overfetch"]) if nearest in statement else None) or sent(
         conn, statement, params, **how))
     zero = vector * 0
     with conn.pipeline(), authz.scoped(conn, authz.Actor.reader("acme"), one_snapshot=True):
