@@ -83,8 +83,10 @@ def nearest_older(cur: psycopg.Cursor[dict[str, Any]], unit: dict[str, Any], mod
     params = {"project": unit["project"], "kind": unit["kind"], "number": unit["number"], "model": model_key,
               "vector": unit["embedding"], "overfetch": V.CURATION_HNSW_NEIGHBOURS}
     if unit["large"]:
-        cur.execute(query("curation/hnsw_scan"), {"ef_search": V.HNSW_EF_SEARCH})
-        if found := cur.execute(embeddings.model_query("curation/nearest_older_hnsw", model_key), params).fetchone():
+        knobs = cur.execute(query("curation/hnsw_scan"), {"ef_search": V.HNSW_EF_SEARCH}).fetchone()
+        found = cur.execute(embeddings.model_query("curation/nearest_older_hnsw", model_key), params).fetchone()
+        cur.execute(query("curation/hnsw_scan_done"), {"sorts": knobs["sorts"]})
+        if found:
             return found
     return cur.execute(query("curation/nearest_older"), params).fetchone()
 

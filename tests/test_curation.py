@@ -100,13 +100,17 @@ def test_a_large_project_walks_the_hnsw_index_to_the_nearest_older_unit(mem, con
         params = {"project": "acme", "kind": "env", "number": unit["number"], "model": T1, "vector": unit["embedding"],
                   "overfetch": V.CURATION_HNSW_NEIGHBOURS}
         exact = cur.execute(query("curation/nearest_older"), params).fetchone()
-        with conn.transaction():
+        with conn.transaction():  # the knobs alone hold the plan on the graph, even on a store never analysed
             cur.execute(query("curation/hnsw_scan"), {"ef_search": V.HNSW_EF_SEARCH})
-            cur.execute("SET LOCAL enable_seqscan = off")
-            cur.execute("SET LOCAL enable_sort = off")
-            plan = "\n".join(row["QUERY PLAN"] for row in cur.execute("EXPLAIN " + hnsw, params))
+            plan = [row["QUERY PLAN"] for row in cur.execute("EXPLAIN (ANALYZE) " + hnsw, params)]
             found = cur.execute(hnsw, params).fetchone()
-    assert embeddings.model_index_name(embedder.spec) in plan, plan
+        with conn.transaction():
+            assert curation.nearest_older(cur, {**unit, "large": True}, T1)["id"] == found["id"]
+            assert cur.execute("SELECT current_setting('enable_sort') AS sorts").fetchone()["sorts"] == "on"
+    walks = [line for line in plan if embeddings.model_index_name(embedder.spec) in line]
+    assert len(walks) == 1 and "loops=1)" in walks[0], plan  # the walk runs once, whatever the older peers
+    probes = [line for line in plan if " on memory_units o " in line]  # each vector it reached: a probe of its unit
+    assert len(probes) == 1 and "Index Scan using" in probes[0] and "loops=5)" in probes[0], plan
     assert str(found["id"]) == str(exact["id"]) == older.unit_id
     # the walk orders by the graph's half-precision copies; the cosine it gives is the stored vector's
     assert found["cosine"] == exact["cosine"] and found["cosine"] >= V.MERGE_MIN_COSINE

@@ -1,5 +1,10 @@
 -- The HNSW knobs of curation/nearest_older_hnsw for the rest of the transaction: results in the graph's distance
 -- order (its half-precision copies; the query ranks them by exact distance), the walk extended past ef_search until a
--- vector passes the filters.
-SELECT set_config('hnsw.iterative_scan', 'strict_order', true),
-       set_config('hnsw.ef_search', %(ef_search)s::int::text, true);
+-- vector passes the filters, and sorts off, so the statement is planned as the walk even on statistics that have not
+-- seen the day's vectors (they made the planner sort all of a 6,000-unit project's vectors instead: 7.1 against
+-- 0.63 ms, docs/scaling.md item 39). Returns the sort setting before, which curation/hnsw_scan_done puts back (the
+-- SELECT list is evaluated in order).
+SELECT current_setting('enable_sort') AS sorts,
+       set_config('hnsw.iterative_scan', 'strict_order', true),
+       set_config('hnsw.ef_search', %(ef_search)s::int::text, true),
+       set_config('enable_sort', 'off', true);
