@@ -12,7 +12,7 @@ from psycopg.rows import dict_row
 
 from memory_assets import audit, embeddings, gates, lifecycle, tokens
 from memory_assets import vocabulary as V
-from memory_assets.database import query
+from memory_assets.database import one, query
 from memory_assets.errors import ValidationError
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ def nearest_older(cur: psycopg.Cursor[dict[str, Any]], unit: dict[str, Any], mod
     params = {"project": unit["project"], "kind": unit["kind"], "number": unit["number"], "model": model_key,
               "vector": unit["embedding"], "overfetch": V.CURATION_HNSW_NEIGHBOURS}
     if unit["large"]:
-        knobs = cur.execute(query("curation/hnsw_scan"), {"ef_search": V.HNSW_EF_SEARCH}).fetchone()
+        knobs = one(cur.execute(query("curation/hnsw_scan"), {"ef_search": V.HNSW_EF_SEARCH}))
         found = cur.execute(embeddings.model_query("curation/nearest_older_hnsw", model_key), params).fetchone()
         cur.execute(query("curation/hnsw_scan_done"), {"sorts": knobs["sorts"]})
         if found:
