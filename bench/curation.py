@@ -37,8 +37,8 @@ def main() -> None:
             capture.remember_many(conn, candidates(min(V.IMPORT_BATCH, args.units - start), "curation-bench", start))
         embeddings.embed_day(conn, embedder, today)
         with conn.cursor(row_factory=dict_row) as cur:
-            units = cur.execute(query("curation/day_units"), {"model": embedder.spec.key, "day": today,
-                                                              "hnsw_min": V.HNSW_MIN_PROJECT_UNITS}).fetchall()
+            units = cur.execute(query("curation/day_units"),
+                                curation.day_units_params(embedder.spec.key, today)).fetchall()
             sample = units[1:: max(1, len(units) // args.sample)][: args.sample]
             for i, unit in enumerate(sample):
                 found = {}

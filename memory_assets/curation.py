@@ -47,8 +47,7 @@ def curate_day(conn: psycopg.Connection[Any], model_key: str, day: date,
     counts = {"merged": 0, "review": 0, "promoted": 0, "unchanged": 0}
     day_end = datetime.combine(day + timedelta(days=1), time.min, tzinfo=UTC)
     with conn.cursor(row_factory=dict_row) as cur:
-        day_units = cur.execute(query("curation/day_units"), {"model": model_key, "day": day,
-                                                              "hnsw_min": V.HNSW_MIN_PROJECT_UNITS}).fetchall()
+        day_units = cur.execute(query("curation/day_units"), day_units_params(model_key, day)).fetchall()
         for unit in day_units:
             with conn.transaction():
                 nearest = nearest_older(cur, unit, model_key)
@@ -76,16 +75,25 @@ def curate_day(conn: psycopg.Connection[Any], model_key: str, day: date,
     return counts
 
 
+def day_units_params(model_key: str, day: date) -> dict[str, Any]:
+    """The parameters of curation/day_units: the model, the day, and when a project walks the HNSW index."""
+    return {"model": model_key, "day": day, "hnsw_min": V.HNSW_MIN_PROJECT_UNITS,
+            "walk_min_share": V.HNSW_WALK_MIN_SHARE}
+
+
 def nearest_older(cur: psycopg.Cursor[dict[str, Any]], unit: dict[str, Any], model_key: str) -> dict[str, Any] | None:
     """A curation/day_units row's nearest older peer: in a large project through the model's HNSW index (an exact
     scan there cost each newcomer time in proportion to the project), else or when the index walk surfaces none by
-    an exact scan."""
+    an exact scan. The walk's knobs last for the caller's transaction, or for one of its own where there is none."""
+    if cur.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        with cur.connection.transaction():
+            return nearest_older(cur, unit, model_key)
     params = {"project": unit["project"], "kind": unit["kind"], "number": unit["number"], "model": model_key,
               "vector": unit["embedding"], "overfetch": V.CURATION_HNSW_NEIGHBOURS}
     if unit["large"]:
-        knobs = one(cur.execute(query("curation/hnsw_scan"), {"ef_search": V.HNSW_EF_SEARCH}))
+        was = one(cur.execute(query("curation/hnsw_scan"), {"ef_search": V.HNSW_EF_SEARCH}))
         found = cur.execute(embeddings.model_query("curation/nearest_older_hnsw", model_key), params).fetchone()
-        cur.execute(query("curation/hnsw_scan_done"), {"sorts": knobs["sorts"]})
+        cur.execute(query("curation/hnsw_scan_done"), {"sorts": was["sorts"], "jit": was["jit"]})
         if found:
             return found
     return cur.execute(query("curation/nearest_older"), params).fetchone()

@@ -23,6 +23,7 @@ def nearest_path(request, monkeypatch):
     """Curation's two ways to the nearest older unit: the exact scan, and the HNSW index walk of a large project."""
     if request.param == "hnsw":
         monkeypatch.setattr(V, "HNSW_MIN_PROJECT_UNITS", 0)
+        monkeypatch.setattr(V, "HNSW_WALK_MIN_SHARE", 0.0)
     return request.param
 
 
@@ -94,8 +95,7 @@ def test_a_large_project_walks_the_hnsw_index_to_the_nearest_older_unit(mem, con
     embeddings.ensure_model_index(conn, embedder.spec)
     hnsw = embeddings.model_query("curation/nearest_older_hnsw", T1)
     with conn.cursor(row_factory=dict_row) as cur:
-        unit = next(u for u in cur.execute(query("curation/day_units"),
-                                           {"model": T1, "day": today, "hnsw_min": V.HNSW_MIN_PROJECT_UNITS})
+        unit = next(u for u in cur.execute(query("curation/day_units"), curation.day_units_params(T1, today))
                     if str(u["id"]) == newer.unit_id)
         params = {"project": "acme", "kind": "env", "number": unit["number"], "model": T1, "vector": unit["embedding"],
                   "overfetch": V.CURATION_HNSW_NEIGHBOURS}
@@ -106,14 +106,48 @@ def test_a_large_project_walks_the_hnsw_index_to_the_nearest_older_unit(mem, con
             found = cur.execute(hnsw, params).fetchone()
         with conn.transaction():
             assert curation.nearest_older(cur, {**unit, "large": True}, T1)["id"] == found["id"]
-            assert cur.execute("SELECT current_setting('enable_sort') AS sorts").fetchone()["sorts"] == "on"
-    walks = [line for line in plan if embeddings.model_index_name(embedder.spec) in line]
-    assert len(walks) == 1 and "loops=1)" in walks[0], plan  # the walk runs once, whatever the older peers
-    probes = [line for line in plan if " on memory_units o " in line]  # each vector it reached: a probe of its unit
-    assert len(probes) == 1 and "Index Scan using" in probes[0] and "loops=5)" in probes[0], plan
+            assert cur.execute("SELECT current_setting('enable_sort') AS sorts, current_setting('jit') AS jit"
+                               ).fetchone() == {"sorts": "on", "jit": "on"}  # put back for the rest of the transaction
+        assert curation.nearest_older(cur, {**unit, "large": True}, T1)["id"] == found["id"]  # a transaction its own
+        vectors = cur.execute("SELECT count(*) AS n FROM memory_embeddings WHERE project = 'acme'").fetchone()["n"]
+    assert_walked_once(plan, embedder, vectors)
     assert str(found["id"]) == str(exact["id"]) == older.unit_id
     # the walk orders by the graph's half-precision copies; the cosine it gives is the stored vector's
     assert found["cosine"] == exact["cosine"] and found["cosine"] >= V.MERGE_MIN_COSINE
+
+
+def assert_walked_once(plan: list[str], embedder, vectors: int) -> None:
+    """The plan walked the model's graph once, then read the unit of each vector the walk reached (a scan or a probe,
+    by the table's size)."""
+    walks = [line for line in plan if embeddings.model_index_name(embedder.spec) in line]
+    assert len(walks) == 1 and "loops=1)" in walks[0], plan
+    probes = [line for line in plan if " on memory_units o " in line]
+    assert len(probes) == 1 and f"loops={vectors})" in probes[0], plan
+
+
+def test_the_walk_runs_once_on_statistics_that_have_not_seen_the_days_units(mem, conn, embedder, today):
+    """Statistics of the units taken when the project had one peer of the newcomer's kind, and of the vectors after
+    the day's writes, as autovacuum may leave them when curation starts: a plan that joined the walk made it the
+    inner side of a loop over the older peers the estimate saw few of, walking the graph once per peer (50-600 ms a
+    newcomer at 6,000 units, docs/scaling.md item 39); the walk is materialised, so it runs once."""
+    mem.remember(project="acme", kind="env", type="semantic", title="Relay R-0 runs hot", body="Relay R-0 runs hot.")
+    conn.execute("ANALYZE memory_units")
+    for i in range(1, 31):
+        mem.remember(project="acme", kind="env", type="semantic", title=f"Relay R-{i} runs hot at {10 * i} degrees",
+                     body=f"Relay R-{i} in rack {i % 4} runs hot: {10 * i} degrees after the firmware {i}.")
+    embed_all(conn, embedder)
+    embeddings.ensure_model_index(conn, embedder.spec)
+    conn.execute("ANALYZE memory_embeddings")
+    with conn.cursor(row_factory=dict_row) as cur:
+        newest = max(cur.execute(query("curation/day_units"), curation.day_units_params(T1, today)),
+                     key=lambda unit: unit["number"])
+        params = {"project": "acme", "kind": "env", "number": newest["number"], "model": T1,
+                  "vector": newest["embedding"], "overfetch": V.CURATION_HNSW_NEIGHBOURS}
+        with conn.transaction():
+            cur.execute(query("curation/hnsw_scan"), {"ef_search": V.HNSW_EF_SEARCH})
+            plan = [row["QUERY PLAN"] for row in cur.execute(
+                "EXPLAIN (ANALYZE) " + embeddings.model_query("curation/nearest_older_hnsw", T1), params)]
+    assert_walked_once(plan, embedder, 31)
 
 
 def test_promotion_needs_two_sources_or_a_day(mem, conn, embedder, today):
