@@ -19,7 +19,24 @@ LEGS = ("dense", "sparse")  # a leg that did not find a unit: None among its com
 UNFOUND_ZERO = ("rrf", "scores", "relevance")  # a unit neither leg found starts at 0 in these, lacks the rest
 
 
-class Pool(Mapping[str, dict[str, Any]]):
+class Positioned(Mapping[str, dict[str, Any]]):
+    """Units at positions, in the order they joined (`ids`, `at`: unit id -> position), read as unit id -> its
+    fields."""
+
+    ids: list[str]
+    at: dict[str, int]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __contains__(self, unit_id: object) -> bool:
+        return unit_id in self.at
+
+
+class Pool(Positioned):
     """Every candidate's score components as columns, a position per unit in the order it joined (NaN: the unit
     lacks that component), so fusion and scoring are array operations; read as unit id -> its components."""
 
@@ -51,15 +68,6 @@ class Pool(Mapping[str, dict[str, Any]]):
                 entry[name] = None
         return entry
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.ids)
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __contains__(self, unit_id: object) -> bool:
-        return unit_id in self.at
-
     def copy(self) -> Pool:
         """A pool that later scoring does not change."""
         pool = Pool()
@@ -87,7 +95,7 @@ class Pool(Mapping[str, dict[str, Any]]):
         return column
 
 
-class Details(Mapping[str, dict[str, Any]]):
+class Details(Positioned):
     """What scoring reads of every candidate as columns, a position per unit, built from the statement's columns
     without a dict per unit (NumPy where numeric; recency NaN where a unit has no decay score); read as unit id -> its
     details. A unit's one persona and one session come as texts, its lists only where it has more (legs.unpack)."""
@@ -129,15 +137,6 @@ class Details(Mapping[str, dict[str, Any]]):
                 "personas": self.personas_of(at), "session_id": self.session_id[at],
                 "recency": None if math.isnan(recency) else recency, "sessions": self.sessions_of(at) or None,
                 "episodic": self.episodic[at], "version": self.version[at]}
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.ids)
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __contains__(self, unit_id: object) -> bool:
-        return unit_id in self.at
 
     def personas_of(self, at: int) -> list[str] | None:
         """The personas of the unit at a position that its reader may see (None: none)."""
