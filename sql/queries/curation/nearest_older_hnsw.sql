@@ -3,11 +3,11 @@
 -- project's %(overfetch)s nearest vectors in the graph's distance order (hnsw.iterative_scan = strict_order, set by
 -- curation/hnsw_scan, walks past ef_search until enough are of the project), then the first whose unit is one of
 -- the newcomer's peers (curation/_older_peers) by exact distance. Approximate like every HNSW read; when none is, the
--- caller scans exactly. The walk is materialised, so it runs once, and each vector it reaches is one probe of its
--- unit by the primary key: whatever the statistics say of the day's units. Joined, a plan that guessed the project's
--- units few (statistics from before the day's writes) walked the graph again for every older peer, 50-600 ms a
--- newcomer growing with its number (docs/scaling.md item 39). {dim} and {model} are composed per model so the index
--- expression and predicate match; the graph orders by its half-precision copies, the distance returned is the
+-- caller scans exactly. The walk is materialised, so it runs once, and each vector it reaches is one read of its
+-- unit (a LIMIT 1 per vector), whatever the statistics say of the day's units. Joined, a plan that guessed the
+-- project's units few (statistics from before the day's writes) walked the graph again for every older peer, 50-600
+-- ms a newcomer growing with its number (docs/scaling.md item 39). {dim} and {model} are composed per model so the
+-- index expression and predicate match; the graph orders by its half-precision copies, the distance returned is the
 -- stored vector's.
 WITH n AS MATERIALIZED (
     SELECT e.unit_id, e.unit_revision, e.content_hash, e.embedding <=> %(vector)s::vector AS distance
