@@ -150,6 +150,23 @@ def test_the_walk_runs_once_on_statistics_that_have_not_seen_the_days_units(mem,
     assert_walked_once(plan, embedder, 31)
 
 
+def test_a_days_curation_awaits_only_its_last_commit_on_disk(mem, conn, embedder, today, monkeypatch):
+    """Every newcomer's transaction but the last commits without waiting for its flush (a re-run curates again what a
+    server crash loses, each revision once); the last one waits, and with it every commit before it."""
+    for i in range(3):
+        mem.remember(project="acme", kind="env", type="semantic", title=f"Relay R-{i} runs hot",
+                     body=f"Relay R-{i} runs hot after firmware {i}.")
+    embed_all(conn, embedder)
+    sent, execute = [], conn.execute
+    monkeypatch.setattr(conn, "execute", lambda statement, *args, **kwargs: sent.append(str(statement))
+                        or execute(statement, *args, **kwargs))
+    counts = curation.curate_day(conn, T1, today)
+    assert sum(counts.values()) - counts["promoted"] == 3
+    assert sum("synchronous_commit = off" in statement for statement in sent) == 2
+    assert conn.execute("SELECT current_setting('synchronous_commit')").fetchone()[0] == "on"
+    assert curation.curate_day(conn, T1, today) == {"merged": 0, "review": 0, "promoted": 0, "unchanged": 0}
+
+
 def test_promotion_needs_two_sources_or_a_day(mem, conn, embedder, today):
     fact = dict(project="acme", kind="env", type="semantic", confidence=0.7)
     two = mem.remember(title="Builds need 8 GiB", body="Release builds need 8 GiB because the linker is greedy.",
