@@ -157,12 +157,16 @@ def test_a_days_curation_awaits_only_its_last_commit_on_disk(mem, conn, embedder
         mem.remember(project="acme", kind="env", type="semantic", title=f"Relay R-{i} runs hot",
                      body=f"Relay R-{i} runs hot after firmware {i}.")
     embed_all(conn, embedder)
-    sent, execute = [], conn.execute
-    monkeypatch.setattr(conn, "execute", lambda statement, *args, **kwargs: sent.append(str(statement))
-                        or execute(statement, *args, **kwargs))
+    modes, execute = [], conn.execute  # each newcomer's commit mode as its curated revision is written, in order
+
+    def watched(statement, *args, **kwargs):
+        if "SET curated_revision" in str(statement):
+            modes.append(execute("SELECT current_setting('synchronous_commit')").fetchone()[0])
+        return execute(statement, *args, **kwargs)
+
+    monkeypatch.setattr(conn, "execute", watched)
     counts = curation.curate_day(conn, T1, today)
-    assert sum(counts.values()) - counts["promoted"] == 3
-    assert sum("synchronous_commit = off" in statement for statement in sent) == 2
+    assert sum(counts.values()) - counts["promoted"] == 3 and modes == ["off", "off", "on"]
     assert conn.execute("SELECT current_setting('synchronous_commit')").fetchone()[0] == "on"
     assert curation.curate_day(conn, T1, today) == {"merged": 0, "review": 0, "promoted": 0, "unchanged": 0}
 
