@@ -131,7 +131,7 @@ def mix(fused: fusion.Pool, details: fusion.Details, near: list[tuple[Any, ...]]
     fused.columns["relevance"] *= 1.0 - sum(r.weight for r in extra)
     for component, found, round_fused, weight in extra:
         theirs = round_fused.columns["relevance"]
-        at = fused.positions(round_fused.ids)
+        at = fused.join(round_fused.ids)
         fused.column(component)[at] = theirs  # created for every unit: those the round missed get 0 below
         fused.columns["relevance"][at] += weight * theirs
         details.extend(found.details)

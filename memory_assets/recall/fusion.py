@@ -35,6 +35,10 @@ class Positioned(Mapping[str, dict[str, Any]]):
     def __contains__(self, unit_id: object) -> bool:
         return unit_id in self.at
 
+    def positions(self, unit_ids: Sequence[str]) -> np.ndarray[Any, np.dtype[np.intp]]:
+        """The positions of units here, in their order (a unit not here is a KeyError)."""
+        return np.fromiter(map(self.at.__getitem__, unit_ids), np.intp, len(unit_ids))
+
 
 class Pool(Positioned):
     """Every candidate's score components as columns, a position per unit in the order it joined (NaN: the unit
@@ -49,7 +53,7 @@ class Pool(Positioned):
     def of(cls, entries: Mapping[str, Mapping[str, Any]]) -> Pool:
         """A pool from components per unit (a component a unit lacks, or None, is absent)."""
         pool = cls()
-        pool.positions(entries)
+        pool.join(entries)
         for entry in entries.values():
             for name in entry:
                 pool.column(name)
@@ -75,7 +79,7 @@ class Pool(Positioned):
         pool.columns = {name: column.copy() for name, column in self.columns.items()}
         return pool
 
-    def positions(self, unit_ids: Iterable[str]) -> np.ndarray[Any, np.dtype[np.intp]]:
+    def join(self, unit_ids: Iterable[str]) -> np.ndarray[Any, np.dtype[np.intp]]:
         """The units' positions; a unit new to the pool joins it as one neither leg found."""
         at, before = self.at, len(self.ids)
         join = at.setdefault
@@ -148,10 +152,6 @@ class Details(Positioned):
         sessions, session_id = self.sessions[at], self.session_id[at]
         return sessions if sessions is not None else (() if session_id is None else [session_id])
 
-    def positions(self, unit_ids: Sequence[str]) -> np.ndarray[Any, np.dtype[np.intp]]:
-        """The positions of units, in their order."""
-        return np.fromiter(map(self.at.__getitem__, unit_ids), np.intp, len(unit_ids))
-
     def joined(self, other: Details) -> Details:
         """These details and the units of `other` not here, leaving both as they are (a unit both hold is as here)."""
         both = Details(self.ids, {name: getattr(self, name) for name in self.FIELDS})
@@ -186,7 +186,7 @@ def fuse(dense: list[tuple[Any, ...]], sparse: list[tuple[Any, ...]], weights: t
     for leg, rows, weight in (("dense", dense, wd), ("sparse", sparse, ws)):
         if rows:
             raw = np.fromiter((row[1] for row in rows), np.float64, len(rows))
-            legs.append((leg, pool.positions(row[0] for row in rows), 1.0 - raw if leg == "dense" else raw, weight))
+            legs.append((leg, pool.join(row[0] for row in rows), 1.0 - raw if leg == "dense" else raw, weight))
     # every unit joined at 0 (UNFOUND_ZERO); a leg holds a unit once, and a NaN distance (a zero query vector) is
     # every one of its leg's: that leg then normalises to 1 as before, its value read back as None
     rrf, scores = pool.columns["rrf"], pool.columns["scores"]
@@ -224,7 +224,7 @@ def spread_to_neighbours(fused: Pool, neighbours: list[tuple[Any, ...]]) -> None
         share = V.CONTEXT_WEIGHT * float(relevance[at[of_id]]) / distance
         bonus[unit_id] = max(bonus.get(unit_id, 0.0), share)
     if bonus:
-        lifted, extra = fused.positions(bonus), np.fromiter(bonus.values(), np.float64, len(bonus))
+        lifted, extra = fused.join(bonus), np.fromiter(bonus.values(), np.float64, len(bonus))
         fused.column("context")[lifted] = extra
         fused.columns["relevance"][lifted] += extra
 

@@ -15,8 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from memory_assets import tracing
 from memory_assets import vocabulary as V
 from memory_assets.recall import fusion
@@ -75,7 +73,7 @@ def rerank(reranker: Reranker, query: str, ids: list[str], texts: dict[str, dict
     scores = reranker(query, [f"{texts[u]['title']}\n{texts[u]['body']}" for u in ids])
     if len(scores) != len(ids):  # a scorer's short answer would otherwise spread over every hit
         raise ValueError(f"the reranker returned {len(scores)} scores for {len(ids)} texts")
-    at = np.fromiter((fused.at[u] for u in ids), np.intp, len(ids))  # the pool's own units: a lookup
+    at = fused.positions(ids)  # the pool's own units
     score = fused.columns["score"]
     fused.column("fused_score")[at] = score[at]
     reranked = fused.column("rerank")
