@@ -52,8 +52,8 @@ def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key:
     dense rows and says which model serves.
     """
     statement, planned = send_candidates_context(conn, params, model_key)
-    return received(conn, params["project"], planned, execute_positional(
-        conn, statement, statement_params(params, vector, sparse), times_as_micros=True))
+    return received(conn, params["project"], planned,
+                    send_candidates(conn, statement, statement_params(params, vector, sparse)))
 
 
 def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, Any], model_key: str,
@@ -70,7 +70,7 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
     unused = np.zeros(embeddings.model_spec(model_key).dim, dtype=np.float32)  # typed as the query's vector: the
     # two statements are one prepared statement with one plan (a NULL vector would prepare a second, ~1.3 MB each)
     full_text = {**statement_params(params, None, True), "vector": unused, "all_details": True}
-    sparse_sent = execute_positional(conn, statement, full_text, times_as_micros=True)
+    sparse_sent = send_candidates(conn, statement, full_text)
     conn.pgconn.send_flush_request()  # the server sends the full-text answer once it is ready, not when asked next:
     conn.pgconn.flush()  # it is in by the time the question is encoded (a request left in libpq's buffer goes next)
     vector = encode()
@@ -89,7 +89,7 @@ def candidates_while_encoding(conn: psycopg.Connection[Any], params: dict[str, A
         alone = leg_alone(conn, vectors, nearest, found, dense)
         if alone is not None:
             return alone, vector
-    dense_sent = execute_positional(conn, statement, dense, times_as_micros=True)
+    dense_sent = send_candidates(conn, statement, dense)
     if found is None:  # a larger project: the statement found its seeds' neighbours itself
         found = received(conn, params["project"], planned, sparse_sent, first)
     return merged(found, received(conn, params["project"], planned, dense_sent)), vector
@@ -186,6 +186,12 @@ def received(conn: psycopg.Connection[Any], project: str, planned: bool, sent: p
     if found.units > 0:  # a project this reader can see units of: its next requests may run on its own plan
         keep_project_plans(conn, project, found.units)
     return found
+
+
+def send_candidates(conn: psycopg.Connection[Any], statement: str, params: dict[str, Any]) -> psycopg.Cursor[Any]:
+    """Send recall/candidates as composed for the request (send_candidates_context), its validity starts read as
+    microseconds (database.execute_positional's times_as_micros: what unpack's details hold)."""
+    return execute_positional(conn, statement, params, times_as_micros=True)
 
 
 def send_candidates_context(conn: psycopg.Connection[Any], params: dict[str, Any],
