@@ -3,6 +3,7 @@ applied, then ranked."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -142,6 +143,11 @@ class Details(Positioned):
                 "recency": None if math.isnan(recency) else recency, "sessions": self.sessions_of(at) or None,
                 "episodic": self.episodic[at], "version": self.version[at]}
 
+    @functools.cached_property
+    def turns(self) -> dict[int, str]:
+        """The episodic units by number, worked out once for both legs' neighbouring turns (legs.neighbours)."""
+        return dict(itertools.compress(zip(self.number.tolist(), self.ids, strict=True), self.episodic))
+
     def personas_of(self, at: int) -> list[str] | None:
         """The personas of the unit at a position that its reader may see (None: none)."""
         personas, persona = self.personas[at], self.persona[at]
@@ -163,6 +169,7 @@ class Details(Positioned):
         new = [at for at, unit_id in enumerate(other.ids) if unit_id not in self.at]
         if not new:
             return
+        self.__dict__.pop("turns", None)  # worked out again from the units now here
         for at in new:
             self.at[other.ids[at]] = len(self.ids)
             self.ids.append(other.ids[at])

@@ -3,7 +3,6 @@ cited text of the top k."""
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -39,7 +38,6 @@ class Candidates(NamedTuple):
     planned: bool  # the statement was the project's own (database.project_plan), planned once
     every_unit: bool  # the statement detailed every unit recall may return, and left its neighbouring turns out
     snapshot: str | None  # what the statement read (recall/_snapshot; None: no telling on a standby)
-    turns: dict[int, str]  # the episodic units among the details by number, read once for both legs' neighbours
 
 
 def candidates(conn: psycopg.Connection[Any], params: dict[str, Any], model_key: str, vector: Any,
@@ -122,7 +120,7 @@ def leg_alone(conn: psycopg.Connection[Any], vectors: str, nearest: psycopg.Curs
             return None
         kept.sort()  # (distance, number): a unit's number is its own in the project
         dense = [(unit_id, distance, episodic) for distance, _, unit_id, episodic in kept[: params["candidates"]]]
-        near = neighbours(dense, found.details, found.turns)
+        near = neighbours(dense, found.details)
         tracing.record(span, dense=len(dense), sparse=0, near=len(near), rows=len(dense), text_hits=0,
                        planned=found.planned)
     return found._replace(model_key=rows[0][0], dense=dense, near=list(dict.fromkeys(found.near + near)))
@@ -155,14 +153,14 @@ def merged(found: Candidates, dense: Candidates) -> Candidates:
     """The full-text statement's candidates and the dense one's as the one statement gives them: a unit both detail
     is as the dense one read it, the later (in a caller's READ COMMITTED transaction, a later snapshot)."""
     return dense._replace(sparse=found.sparse, near=list(dict.fromkeys(found.near + dense.near)),
-                          details=dense.details.joined(found.details), text_hits=found.text_hits,
-                          turns={**found.turns, **dense.turns})
+                          details=dense.details.joined(found.details), text_hits=found.text_hits)
 
 
-def neighbours(leg: list[Row], details: Details, turns: dict[int, str]) -> list[Row]:
+def neighbours(leg: list[Row], details: Details) -> list[Row]:
     """The (seed, turn, distance) rows recall/candidates' `near` gives for a leg's seeds, from the details of every
-    unit recall may return (`turns`: the episodic ones by number): those numbered within CONTEXT_WINDOW of an
+    unit recall may return (Details.turns: the episodic ones by number): those numbered within CONTEXT_WINDOW of an
     episodic seed among the leg's top CONTEXT_SEED_RANK."""
+    turns = details.turns
     steps = [step for step in range(-V.CONTEXT_WINDOW, V.CONTEXT_WINDOW + 1) if step]
     rows: list[Row] = []
     for seed, _, episodic in leg[: V.CONTEXT_SEED_RANK]:
@@ -180,7 +178,7 @@ def received(conn: psycopg.Connection[Any], project: str, planned: bool, sent: p
     with tracing.span("memory.recall.legs") as span:
         found = unpack(sent.fetchall() if first is None else [first, *sent.fetchall()], planned)
         if found.every_unit:
-            found = found._replace(near=neighbours(found.sparse, found.details, found.turns))
+            found = found._replace(near=neighbours(found.sparse, found.details))
         tracing.record(span, dense=len(found.dense), sparse=len(found.sparse), near=len(found.near),
                        rows=len(found.details), text_hits=found.text_hits, planned=planned)
     if found.units > 0:  # a project this reader can see units of: its next requests may run on its own plan
@@ -225,10 +223,9 @@ def unpack(rows: list[Row], planned: bool) -> Candidates:
         "number": number, "importance": importance, "trust": trust, "valid_from_us": valid_from,
         "personas": personas, "persona": persona, "session_id": session_id, "recency": recency, "sessions": sessions,
         "episodic": episodic, "version": list(zip(revision, content_hash, strict=True))})
-    turns = dict(itertools.compress(zip(number, ids, strict=True), episodic))
     model_key, units_numbered, text_hits, snapshot, every_unit = context[:CONTEXT_COLUMNS]
     return Candidates(model_key, int(units_numbered), dense, sparse, near, details, int(text_hits), planned,
-                      bool(every_unit), snapshot, turns)
+                      bool(every_unit), snapshot)
 
 
 def leg_rows(ranks: tuple[Any, ...], ids: tuple[str, ...], values: tuple[Any, ...], episodic: tuple[bool, ...]

@@ -100,14 +100,16 @@ def test_details_joined_keep_both_and_take_only_the_units_not_there():
     """Details joined are a new set: the first's units as they were, the second's others after them (legs.merged
     joins the dense statement's first, so a unit both read is as the later statement read it); extend (a query-side
     round's units) takes them in place."""
-    first = details(a={"number": 1, "session_id": "s1"}, b={"number": 2, "personas": ["ana", "mel"]})
-    second = details(b={"number": 2, "importance": 0.9, "personas": ["ana"]}, c={"number": 3, "sessions": ["s1", "s2"]})
+    first = details(a={"number": 1, "session_id": "s1", "episodic": True}, b={"number": 2, "personas": ["ana", "mel"]})
+    second = details(b={"number": 2, "importance": 0.9, "personas": ["ana"]},
+                     c={"number": 3, "sessions": ["s1", "s2"], "episodic": True})
+    assert first.turns == {1: "a"}  # worked out once, then again after an extend below
     both = first.joined(second)
     assert list(both) == ["a", "b", "c"] and list(first) == ["a", "b"] and list(second) == ["b", "c"]
     assert {u: both[u] for u in first} == dict(first.items()) and both["c"] == second["c"]  # b as the first had it
     assert both["a"]["sessions"] == ["s1"] and both["c"]["sessions"] == ["s1", "s2"] and both["a"]["personas"] is None
     first.extend(second)
-    assert dict(first.items()) == dict(both.items())
+    assert dict(first.items()) == dict(both.items()) and first.turns == both.turns == {1: "a", 3: "c"}
 
 
 def test_the_final_score_follows_the_design_formula():
@@ -224,7 +226,7 @@ def test_an_extra_rounds_units_join_the_pool_and_every_unit_carries_its_componen
     before = {u: fused[u]["relevance"] for u in fused}
     theirs = fusion.fuse([], [("b", 2.0, True), ("z", 1.0, True)], (1.0, 1.3))
     found = Candidates("m", 3, [], [("b", 2.0, True), ("z", 1.0, True)], [("z", "y", 1)], details(z={"number": 3}),
-                       0, False, False, None, {})
+                       0, False, False, None)
     scoring, near, episodic = details(a={}, b={"number": 2}), [], set()
     expansion.mix(fused, scoring, near, episodic, [expansion.Round("prf", found, theirs, 0.25)])
     assert fused["a"]["relevance"] == 0.75 * before["a"] and fused["a"]["prf"] == 0.0
