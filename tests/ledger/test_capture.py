@@ -5,6 +5,7 @@ import dataclasses
 import logging
 import multiprocessing
 import random
+import re
 import threading
 import time
 import uuid
@@ -184,16 +185,48 @@ def test_decision_kind_is_refused_by_api_and_database(mem, conn):
                      "'active', 0.9, 0.5, 0.5, 'h')")
 
 
-@pytest.mark.parametrize("column,value", [("title", "x" * 81), ("body", "y" * 1201), ("confidence", 1.5),
-                                          ("status", "deleted"), ("type", "factual"), ("body", " ")])
-def test_database_refuses_bad_rows(conn, column, value):
-    row = dict(project="acme", number=1, type="semantic", kind="env", title="t", body="b", status="active",
-               confidence=0.9, importance=0.5, trust=0.5, content_hash="h")
-    row[column] = value
+GOOD_ROW = dict(project="acme", number=1, type="semantic", kind="env", title="t", body="b", status="active",
+                confidence=0.9, importance=0.5, trust=0.5, content_hash="h")
+BAD_VALUES = [("number", 0, "number > 0"), ("type", "factual", "type in"), ("kind", "decision", "kind in"),
+              ("title", "x" * 81, "title at most 80"), ("body", "y" * 1201, "body at most 1200"),
+              ("status", "deleted", "status in"), ("confidence", 1.5, "confidence between"),
+              ("importance", -0.1, "importance between"), ("trust", 2.0, "trust between"),
+              ("confirms", -1, "confirms >= 0"), ("flags", -1, "flags >= 0"), ("revision", 0, "revision >= 1"),
+              ("body", " ", "not blank"), ("title", "   ", "not blank"),
+              ("valid_until", datetime(2000, 1, 1, tzinfo=UTC), "valid_until >= valid_from")]
+
+
+@pytest.mark.parametrize("column,value,rule", BAD_VALUES)
+def test_database_refuses_bad_rows(conn, column, value, rule):
+    """Each of the units' rules (sql/036's one CHECK) refuses a row that breaks it, on insert and on update, and
+    names the rule without the row's text."""
     conn.execute("INSERT INTO memory_projects (project) VALUES ('acme') ON CONFLICT DO NOTHING")
-    with pytest.raises(psycopg.errors.CheckViolation):
+    row = {**GOOD_ROW, column: value}
+    with pytest.raises(psycopg.errors.CheckViolation, match=re.escape(rule)) as refused:
         conn.execute(f"INSERT INTO memory_units ({', '.join(row)}) VALUES ({', '.join(['%s'] * len(row))})",
                      list(row.values()))
+    assert refused.value.diag.constraint_name == "memory_units_rules"
+    assert "Failing row" not in str(refused.value)  # the row's text stays out of the error, and so of logs
+    conn.execute(f"INSERT INTO memory_units ({', '.join(GOOD_ROW)}) VALUES ({', '.join(['%s'] * len(GOOD_ROW))})",
+                 list(GOOD_ROW.values()))
+    stored = conn.execute(f"SELECT {column} FROM memory_units WHERE project = 'acme'").fetchone()[0]
+    with pytest.raises(psycopg.errors.CheckViolation, match=re.escape(rule)):
+        conn.execute(f"UPDATE memory_units SET {column} = %s WHERE project = 'acme'", (value,))
+    assert conn.execute(f"SELECT {column} FROM memory_units WHERE project = 'acme'").fetchone()[0] == stored
+
+
+def test_database_keeps_what_its_rules_allow(conn):
+    """The rules' edges pass: a blank forgotten tombstone, no end of validity, the limits themselves."""
+    conn.execute("INSERT INTO memory_projects (project) VALUES ('acme') ON CONFLICT DO NOTHING")
+    rows = [{**GOOD_ROW, "status": "forgotten", "title": "", "body": ""},
+            {**GOOD_ROW, "number": 2, "title": "x" * 80, "body": "y" * 1200, "confidence": 0, "importance": 1,
+             "trust": 1, "valid_until": None},
+            {**GOOD_ROW, "number": 3, "valid_from": datetime(2000, 1, 1, tzinfo=UTC),
+             "valid_until": datetime(2000, 1, 1, tzinfo=UTC), "status": "retired"}]
+    for row in rows:
+        conn.execute(f"INSERT INTO memory_units ({', '.join(row)}) VALUES ({', '.join(['%s'] * len(row))})",
+                     list(row.values()))
+    assert conn.execute("SELECT count(*) FROM memory_units WHERE project = 'acme'").fetchone()[0] == 3
 
 
 def test_live_content_is_unique_in_the_database(mem, conn):
@@ -215,8 +248,14 @@ def test_bad_input_writes_nothing(mem, conn):
 
 def test_the_database_checks_match_the_vocabulary(conn):
     """The CHECK constraints and the live-content index speak the vocabulary module's sets, no more, no less."""
-    definitions = " ".join(row[0] for row in conn.execute(
-        "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'memory_units'::regclass"))
+    checks = [row[0] for row in conn.execute(
+        "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'memory_units'::regclass "
+        "AND contype = 'c'")]
+    assert checks == ["CHECK (memory_unit_rules_hold(number, type, kind, title, body, status, confidence, importance, "
+                      "trust, confirms, flags, revision, valid_from, valid_until))"], checks  # sql/036: the one CHECK
+    definitions = conn.execute("SELECT prosrc FROM pg_proc WHERE proname = 'memory_unit_rules_hold'").fetchone()[0]
+    assert f"char_length(title) <= {V.TITLE_MAX_CHARS}" in definitions
+    assert f"char_length(body) <= {V.BODY_MAX_CHARS}" in definitions
     for value in (*V.KINDS, *V.TYPES, *V.STATUSES):
         assert f"'{value}'" in definitions, value
     assert "'decision'" not in definitions
