@@ -161,12 +161,11 @@ GOALS = (
          "WAL flush (0.25-0.75 ms by the hour; 952/s unflushed at 570b53d), dearer after a call's CPU than back "
          "to back as durable_commit measures it (docs/scaling.md item 25). Since 84df565 the write is its "
          "connection's check (item 2), since 12ee84d the gates skip detectors whose literals a text lacks (item 21), "
-         "since sql/034 the entries and tsv functions are compiled once per session (item 24: 1.12x); the CHECK "
-         "constraints, all dropped, gave 1.00-1.09x and a whole-row function in their place 0.98x (items 24, "
-         "26). Next: a call's CPU halved (the executor set-up of the function's ~12 statements, the unit's own "
-         "insert with its index entries, the client's ~0.4 ms; the single-column checks as domains, parsed once per "
-         "session, would take ~5 %: 70 -> 33 us an insert on a scratch table, item 32); past the flush only batching "
-         "(remember_many), never an unflushed acknowledgement"),
+         "since sql/034 the entries and tsv functions are compiled once per session (item 24: 1.12x), since sql/036 "
+         "the units' fourteen CHECK rules are one CHECK on a function compiled once per session (item 40: the "
+         "backend's CPU 0.965x, 1.019x in twelve pairs). Next: a call's CPU halved (the executor set-up of ~18 "
+         "statements with the triggers' and the foreign keys', the AFTER triggers, the unit's index entries, the "
+         "client's ~0.25 ms); past the flush only batching (remember_many), never an unflushed acknowledgement"),
     Goal("CLI import (remember_many in batches, gated in parallel)", "ingest", ("units_per_second_median", "import"),
          5000, False, " lines/s",
          "the gates of the next batch run beside the capture of the one before and, since 069df16, its capture "
