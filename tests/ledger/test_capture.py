@@ -215,6 +215,25 @@ def test_database_refuses_bad_rows(conn, column, value, rule):
     assert conn.execute(f"SELECT {column} FROM memory_units WHERE project = 'acme'").fetchone()[0] == stored
 
 
+def test_no_schema_on_the_search_path_stands_in_for_a_rules_operator(conn):
+    """The rules' function resolves its operators in pg_catalog, as the CHECKs it replaced stored them: a schema put
+    ahead of pg_catalog with a `>` that always holds does not let a unit numbered -7 in."""
+    conn.execute("INSERT INTO memory_projects (project) VALUES ('acme') ON CONFLICT DO NOTHING")
+    conn.execute("CREATE SCHEMA lenient")
+    try:
+        conn.execute("CREATE FUNCTION lenient.always(bigint, integer) RETURNS boolean LANGUAGE sql AS 'SELECT true'")
+        conn.execute("CREATE OPERATOR lenient.> (LEFTARG = bigint, RIGHTARG = integer, FUNCTION = lenient.always)")
+        with conn.transaction():
+            conn.execute("SET LOCAL search_path = lenient, public, pg_catalog")
+            assert conn.execute("SELECT (-7)::bigint > 0").fetchone()[0] is True  # the stand-in is what > means here
+            row = {**GOOD_ROW, "number": -7}
+            with pytest.raises(psycopg.errors.CheckViolation, match="number > 0"), conn.transaction():
+                conn.execute(f"INSERT INTO memory_units ({', '.join(row)}) VALUES ({', '.join(['%s'] * len(row))})",
+                             list(row.values()))
+    finally:
+        conn.execute("DROP SCHEMA lenient CASCADE")
+
+
 def test_database_keeps_what_its_rules_allow(conn):
     """The rules' edges pass: a blank forgotten tombstone, no end of validity, the limits themselves."""
     conn.execute("INSERT INTO memory_projects (project) VALUES ('acme') ON CONFLICT DO NOTHING")
@@ -254,8 +273,8 @@ def test_the_database_checks_match_the_vocabulary(conn):
     assert checks == ["CHECK (memory_unit_rules_hold(number, type, kind, title, body, status, confidence, importance, "
                       "trust, confirms, flags, revision, valid_from, valid_until))"], checks  # sql/036: the one CHECK
     definitions = conn.execute("SELECT prosrc FROM pg_proc WHERE proname = 'memory_unit_rules_hold'").fetchone()[0]
-    assert f"char_length(title) <= {V.TITLE_MAX_CHARS}" in definitions
-    assert f"char_length(body) <= {V.BODY_MAX_CHARS}" in definitions
+    assert f"char_length(title) OPERATOR(pg_catalog.<=) {V.TITLE_MAX_CHARS}" in definitions
+    assert f"char_length(body) OPERATOR(pg_catalog.<=) {V.BODY_MAX_CHARS}" in definitions
     for value in (*V.KINDS, *V.TYPES, *V.STATUSES):
         assert f"'{value}'" in definitions, value
     assert "'decision'" not in definitions
