@@ -49,6 +49,7 @@ BEGIN
         USING ERRCODE = 'check_violation', TABLE = 'memory_units', CONSTRAINT = 'memory_units_rules';
 END $$;
 
+-- every CHECK of memory_units goes: sql/001's fourteen are all that migrations give it (their names were generated)
 DO $$
 DECLARE
     rule record;
