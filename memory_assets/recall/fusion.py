@@ -105,8 +105,9 @@ class Details(Positioned):
     without a dict per unit (NumPy where numeric; recency NaN where a unit has no decay score); read as unit id -> its
     details. A unit's one persona and one session come as texts, its lists only where it has more (legs.unpack)."""
 
-    FIELDS = ("number", "importance", "trust", "valid_from_us", "personas", "persona", "session_id", "recency",
-              "sessions", "episodic", "version")
+    NUMERIC = ("number", "importance", "trust", "recency", "valid_from_us")  # NumPy columns
+    LISTS = ("episodic", "personas", "persona", "session_id", "sessions", "version")  # a Python value per unit
+    FIELDS = NUMERIC + LISTS
 
     def __init__(self, ids: Sequence[str], columns: Mapping[str, Sequence[Any]]) -> None:
         self.ids: list[str] = list(ids)
@@ -173,9 +174,9 @@ class Details(Positioned):
         for at in new:
             self.at[other.ids[at]] = len(self.ids)
             self.ids.append(other.ids[at])
-        for name in ("number", "importance", "trust", "recency", "valid_from_us"):
+        for name in self.NUMERIC:
             setattr(self, name, np.concatenate((getattr(self, name), getattr(other, name)[new])))
-        for name in ("episodic", "personas", "persona", "session_id", "sessions", "version"):
+        for name in self.LISTS:
             theirs = getattr(other, name)
             getattr(self, name).extend(theirs[at] for at in new)
 
