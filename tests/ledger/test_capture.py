@@ -196,6 +196,12 @@ BAD_VALUES = [("number", 0, "number > 0"), ("type", "factual", "type in"), ("kin
               ("valid_until", datetime(2000, 1, 1, tzinfo=UTC), "valid_until >= valid_from")]
 
 
+def insert_unit(conn, row: dict[str, Any]) -> None:
+    """Insert a unit row as given, straight into the table (past every API check)."""
+    conn.execute(f"INSERT INTO memory_units ({', '.join(row)}) VALUES ({', '.join(['%s'] * len(row))})",
+                 list(row.values()))
+
+
 @pytest.mark.parametrize("column,value,rule", BAD_VALUES)
 def test_database_refuses_bad_rows(conn, column, value, rule):
     """Each of the units' rules (sql/036's one CHECK) refuses a row that breaks it, on insert and on update, and
@@ -203,12 +209,10 @@ def test_database_refuses_bad_rows(conn, column, value, rule):
     conn.execute("INSERT INTO memory_projects (project) VALUES ('acme') ON CONFLICT DO NOTHING")
     row = {**GOOD_ROW, column: value}
     with pytest.raises(psycopg.errors.CheckViolation, match=re.escape(rule)) as refused:
-        conn.execute(f"INSERT INTO memory_units ({', '.join(row)}) VALUES ({', '.join(['%s'] * len(row))})",
-                     list(row.values()))
+        insert_unit(conn, row)
     assert refused.value.diag.constraint_name == "memory_units_rules"
     assert "Failing row" not in str(refused.value)  # the row's text stays out of the error, and so of logs
-    conn.execute(f"INSERT INTO memory_units ({', '.join(GOOD_ROW)}) VALUES ({', '.join(['%s'] * len(GOOD_ROW))})",
-                 list(GOOD_ROW.values()))
+    insert_unit(conn, GOOD_ROW)
     stored = conn.execute(f"SELECT {column} FROM memory_units WHERE project = 'acme'").fetchone()[0]
     with pytest.raises(psycopg.errors.CheckViolation, match=re.escape(rule)):
         conn.execute(f"UPDATE memory_units SET {column} = %s WHERE project = 'acme'", (value,))
@@ -228,8 +232,7 @@ def test_no_schema_on_the_search_path_stands_in_for_a_rules_operator(conn):
             assert conn.execute("SELECT (-7)::bigint > 0").fetchone()[0] is True  # the stand-in is what > means here
             row = {**GOOD_ROW, "number": -7}
             with pytest.raises(psycopg.errors.CheckViolation, match="number > 0"), conn.transaction():
-                conn.execute(f"INSERT INTO memory_units ({', '.join(row)}) VALUES ({', '.join(['%s'] * len(row))})",
-                             list(row.values()))
+                insert_unit(conn, row)
     finally:
         conn.execute("DROP SCHEMA lenient CASCADE")
 
@@ -243,8 +246,7 @@ def test_database_keeps_what_its_rules_allow(conn):
             {**GOOD_ROW, "number": 3, "valid_from": datetime(2000, 1, 1, tzinfo=UTC),
              "valid_until": datetime(2000, 1, 1, tzinfo=UTC), "status": "retired"}]
     for row in rows:
-        conn.execute(f"INSERT INTO memory_units ({', '.join(row)}) VALUES ({', '.join(['%s'] * len(row))})",
-                     list(row.values()))
+        insert_unit(conn, row)
     assert conn.execute("SELECT count(*) FROM memory_units WHERE project = 'acme'").fetchone()[0] == 3
 
 
