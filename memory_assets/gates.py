@@ -394,8 +394,9 @@ def exclusion_reason(candidate: Candidate, canon: list[list[int]] | None = None)
 
 # --- Secret gate --------------------------------------------------------------------------
 # The gate matches a scan form of the text: NFKC (full-width and mathematical letters become ASCII), invisible
-# characters removed (format characters such as U+200B, combining marks, Hangul and Braille fillers, control
-# characters but the line break), and letters of other scripts that look like Latin ones folded to them.
+# characters removed (format characters such as U+200B, combining marks, unassigned and private-use code points,
+# Hangul and Braille fillers, control characters but the line break), and letters and digits of other scripts that
+# look like ASCII ones folded to them (Unicode's confusables, with the table below over them).
 
 _LOOK_ALIKES = {
     "A": ("CYRILLIC CAPITAL LETTER A", "GREEK CAPITAL LETTER ALPHA", "CHEROKEE LETTER GO"),
@@ -408,6 +409,7 @@ _LOOK_ALIKES = {
           "CYRILLIC LETTER PALOCHKA"),
     "J": ("CYRILLIC CAPITAL LETTER JE", "GREEK CAPITAL LETTER YOT", "CHEROKEE LETTER GU"),
     "K": ("CYRILLIC CAPITAL LETTER KA", "GREEK CAPITAL LETTER KAPPA", "CHEROKEE LETTER TSO"),
+    "L": ("ARMENIAN CAPITAL LETTER LIWN",),
     "M": ("CYRILLIC CAPITAL LETTER EM", "GREEK CAPITAL LETTER MU", "CHEROKEE LETTER LU"),
     "N": ("GREEK CAPITAL LETTER NU",),
     "O": ("CYRILLIC CAPITAL LETTER O", "GREEK CAPITAL LETTER OMICRON", "ARMENIAN CAPITAL LETTER OH"),
@@ -445,9 +447,10 @@ _LOOK_ALIKES = {
     "y": ("CYRILLIC SMALL LETTER U", "CYRILLIC SMALL LETTER STRAIGHT U"),
     "3": ("CYRILLIC CAPITAL LETTER ZE",),
 }
-HOMOGLYPHS = str.maketrans({unicodedata.lookup(name): latin
-                            for latin, names in _LOOK_ALIKES.items() for name in names})
-_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Mn", "Me"})
+# unassigned code points (Cn) count: U+2065, U+FFF0-FFF8 and the tag block's gaps are default-ignorable, drawn as
+# nothing, and a credential spelled with them between its characters read as no credential; private use (Co) and
+# lone surrogates (Cs) draw no letter either
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Mn", "Me", "Cn", "Co", "Cs"})
 _FILLERS = frozenset(unicodedata.lookup(name) for name in (
     "HANGUL CHOSEONG FILLER", "HANGUL JUNGSEONG FILLER", "HANGUL FILLER", "HALFWIDTH HANGUL FILLER",
     "BRAILLE PATTERN BLANK"))
@@ -455,13 +458,47 @@ _ASCII_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def scan_form(text: str) -> str:
-    """The text as the secret gate reads it: NFKC, invisible characters removed, look-alike letters folded."""
-    text = unicodedata.normalize("NFKC", text).replace("\t", " ").replace("\r", "\n")
+    """The text as the secret gate reads it: NFKC, invisible characters removed, look-alike letters folded (before
+    NFKC too where NFKC gives no ASCII: it would draw a lunate sigma as a plain one)."""
+    if not text.isascii():  # NFKC keeps ASCII as it is
+        text = unicodedata.normalize("NFKC", text.translate(homoglyphs_before_nfkc()))
+    text = text.replace("\t", " ").replace("\r", "\n")
     if text.isascii():
         return _ASCII_CONTROLS.sub("", text)
     kept = (c for c in text if c == "\n" or (unicodedata.category(c) not in _INVISIBLE_CATEGORIES
                                              and c not in _FILLERS))
-    return "".join(kept).translate(HOMOGLYPHS)
+    return "".join(kept).translate(homoglyphs())
+
+
+@functools.cache
+def homoglyphs() -> dict[int, str]:
+    """The look-alike fold, made on the first text that is not ASCII: every character Unicode's confusables give one
+    ASCII letter or digit (UTS #39 writes I, l and 1 as l, O and 0 as O: a capital folds to I, a digit to 1 or 0),
+    and _LOOK_ALIKES over them, which also holds letters the confusables leave out."""
+    from confusable_homoglyphs.confusables import confusables_data
+
+    fold: dict[int, str] = {}
+    for character, entries in confusables_data.items():
+        ascii_alike = {entry["c"] for entry in entries if entry["c"].isascii() and entry["c"].isalnum()}
+        if character.isascii() or len(character) != 1 or len(ascii_alike) != 1:
+            continue
+        (alike,) = ascii_alike
+        kind = unicodedata.category(character)
+        if alike == "l" and kind in ("Lu", "Lt"):
+            alike = "I"
+        elif alike in ("l", "O") and kind in ("Nd", "No"):
+            alike = "1" if alike == "l" else "0"
+        fold[ord(character)] = alike
+    fold.update((ord(unicodedata.lookup(name)), latin) for latin, names in _LOOK_ALIKES.items() for name in names)
+    return fold
+
+
+@functools.cache
+def homoglyphs_before_nfkc() -> dict[int, str]:
+    """The look-alikes NFKC would turn into something other than ASCII (a long s is an s to NFKC, not the f it looks
+    like)."""
+    return {point: alike for point, alike in homoglyphs().items()
+            if not unicodedata.normalize("NFKC", chr(point)).isascii()}
 
 
 _KEYWORD = (r"(?:password|passwd|passphrase|pwd|secret|api[_-]?key|access[_-]?key|access[_-]?token|"

@@ -126,6 +126,10 @@ _AWS_TAIL = "Q3ZX7KD4LMNPW2RT"
 _B64_LINES = ["MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" + "BKcwggSjAgEAAoIBAQC7k2Xw9pLq4VzR",
               "tY8uN3mB6cJ1oQ5sD0fH2gK7jE4iA9lW" + "xZ3vP6rT8yU1nM5bC2qS7dF0gH4kJ9eL",
               "aO6wR3tY8uI1pA5sD2fG7hJ0kL4zX9cV" + "bN3mQ6wE8rT1yU5iO2pA7sD0fG4hJ9kQ"]
+# drawn as nothing though not format characters: unassigned default-ignorables (U+2065, U+FFF0, the tag block's gaps)
+# and private use
+_UNASSIGNED = {"unassigned_2065": "\u2065", "unassigned_fff0": "\ufff0", "unassigned_tag_gap": "\U000e0080",
+               "private_use": "\ue000"}
 _ZW = {"zwsp": "\u200b", "zwnj": "\u200c", "zwj": "\u200d", "word_joiner": "\u2060", "bom": "\ufeff",
        "soft_hyphen": "\u00ad", "hangul_filler": "\u3164", "combining_acute": "\u0301"}
 
@@ -143,6 +147,8 @@ SECRET_CORPUS: list[tuple[str, dict[str, Any], str]] = [
     ("google_key_then_dash", _with("AIza" + "SyD4f8G2h6J0k3L7z1X5c9V2b6N0m4Q8w" + "--prod"),
      "SyD4f8G2h6J0k3L7z1X5c9V2b6N0m4Q8w"),
     *[(f"ghp_{name}", _with(_GH[:14] + char + _GH[14:]), _GH_TAIL[10:]) for name, char in _ZW.items()],
+    *[(f"aws_{name}_between_every_character", _with(char.join("AKIA" + _AWS_TAIL)), char.join(_AWS_TAIL[4:]))
+      for name, char in _UNASSIGNED.items()],
     ("ghp_full_width", _with(full_width(_GH)), full_width(_GH_TAIL[10:])),
     ("ghp_half_full_width", _with(_GH[:14] + full_width(_GH[14:])), full_width(_GH_TAIL[10:])),
     ("ghp_thin_space", _with(_GH[:14] + "\u2009" + _GH[14:]), _GH_TAIL[10:]),
@@ -152,6 +158,11 @@ SECRET_CORPUS: list[tuple[str, dict[str, Any], str]] = [
     ("aws_cyrillic_prefix", _with("AKI\u0410" + _AWS_TAIL), _AWS_TAIL),
     ("aws_cyrillic_inside", _with("AKIA" + "Q3ZX7\u041aD4LMNPW2RT"), "D4LMNPW2RT"),
     ("aws_greek_inside", _with("AKIA" + "Q3ZX7KD4LMN\u03a1W2RT"), "Q3ZX7KD4LMN"),
+    ("aws_cherokee_look_alikes", _with("AKIA" + "2R\u13c0L\u13a07QWERTYUPZX"), "7QWERTYUPZX"),
+    ("aws_armenian_liwn", _with("AKIA" + "Q3ZX7KD4\u053cMNPW2RT"), "MNPW2RT"),
+    ("private_key_cherokee_g", _with("-----BE\u13c0IN RSA " + "PRIVATE KEY----- MIIEowIBAAKCAQEA8zq"),
+     "MIIEowIBAAKCAQEA8zq"),
+    ("aws_cyrillic_izhitsa", _with("AKIA" + "Q3ZX7KD4\u0474MNPW2RT"), "MNPW2RT"),
     ("aws_math_bold", _with("\U0001d400\U0001d40a\U0001d408\U0001d400" + "W9ZX7KD4LMNPW2RT"), "W9ZX7KD4LMNPW2RT"),
     ("anthropic_greek_alpha", _with("sk-" + "\u03b1nt-api03-" + "Zq8Xw7Vu6Ts5Rq4Po3Nm2Lk"), "Zq8Xw7Vu6Ts5Rq4Po3Nm2Lk"),
     ("openai_cyrillic_o", _with("sk-pr" + "\u043ej-" + "T7fK2pQ9mW4xZ8vB3nC6jH1LaPq"), "T7fK2pQ9mW4xZ8vB3nC6jH1LaPq"),

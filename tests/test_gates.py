@@ -179,6 +179,37 @@ def test_scan_form_folds_width_invisibles_and_look_alikes():
     assert gates.scan_form("line one\nline\u00adtwo") == "line one\nlinetwo"
 
 
+# Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt): drawn as nothing wherever they stand
+DEFAULT_IGNORABLE = [(0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+                     (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
+                     (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+                     (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF)]
+
+
+def test_scan_form_drops_every_default_ignorable_code_point():
+    """Regression: the unassigned ones (U+2065, U+FFF0-FFF8, the tag block's gaps) were kept, so a credential with
+    one between each of its characters read as no credential and was stored."""
+    kept = [hex(point) for low, high in DEFAULT_IGNORABLE for point in range(low, high + 1)
+            if gates.scan_form(f"a{chr(point)}b") != "ab"]
+    assert kept == []
+    assert gates.scan_form("A\U000e0080K\ue000I\u2065A") == "AKIA"
+
+
+def test_scan_form_reads_every_single_ascii_look_alike_unicode_lists_as_ascii():
+    """Regression: a hand-made table left out Cherokee D, G, R and L, Cyrillic izhitsa, Greek digamma and more, and an
+    AWS key or a PEM header spelled with them passed. Each character Unicode's confusables give one ASCII letter or
+    digit now reads as one, a capital I as I and a digit as a digit."""
+    from confusable_homoglyphs.confusables import confusables_data
+
+    unread = [character for character, entries in confusables_data.items()
+              if len(character) == 1 and not character.isascii()
+              and len({e["c"] for e in entries if e["c"].isascii() and e["c"].isalnum()}) == 1
+              and not (gates.scan_form(character).isascii() and gates.scan_form(character).isalnum())]
+    assert unread == []
+    assert gates.scan_form("\u13a0\u13c0\u13a1\u13de \u0474\u03dc\u053c") == "DGRL VFL"
+    assert gates.scan_form("\u0406\u0399 \u06f1\u09e6 \u03f2\u03f9") == "II 10 cC"  # capitals, digits, lunate sigmas
+
+
 @pytest.mark.parametrize("field", ["task_id", "session_id", "source_ref", "persona", "model", "observed_sha",
                                    "feed"])
 @pytest.mark.parametrize("value", ["has space", "tab\there", "nul\x00", "zero\u200bwidth", "caf\u00e9",
