@@ -10,7 +10,7 @@ import re
 import struct
 import unicodedata
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any, Literal, NamedTuple, overload
 
@@ -41,6 +41,7 @@ class Candidate:
     valid_from: datetime | None = None
     visibility: str = V.DEFAULT_VISIBILITY
     source_text: str | None = field(default=None, repr=False)
+    made_by: object = field(default=None, repr=False, compare=False)  # validate's mark (_VALIDATE); see validated
 
     @functools.cached_property  # a frozen candidate's: worked out once, not at each of its writer's reads
     def content_hash(self) -> str:
@@ -284,7 +285,22 @@ def validate(
         valid_from=valid_from_,
         visibility=visibility,
         source_text=text_field("source_text", source_text, V.SOURCE_TEXT_MAX_CHARS, required=False, rule="any"),
+        made_by=_VALIDATE,
     )
+
+
+_VALIDATE = object()  # the mark validate leaves on the candidates it makes
+
+
+def validated(candidate: Candidate) -> Candidate:
+    """The candidate as validate makes it: one built by hand (never through validate) is checked field by field where
+    it enters a write, ValidationError naming the field (a credential as its project was stored unchecked)."""
+    if candidate.made_by is _VALIDATE:
+        return candidate
+    return validate(**{name: getattr(candidate, name) for name in _VALIDATED_FIELDS})
+
+
+_VALIDATED_FIELDS = tuple(f.name for f in fields(Candidate) if f.name != "made_by")
 
 
 # --- Exclusion policy ---------------------------------------------------------------------

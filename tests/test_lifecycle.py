@@ -62,6 +62,29 @@ def test_a_private_unit_cannot_supersede_what_more_readers_see(mem, conn):
     assert mem.unit("acme", own.token, authz.Actor.reader("acme", "ana"))["status"] == "superseded"
 
 
+def test_a_writer_cannot_supersede_a_unit_private_to_another_persona(mem, conn):
+    """Regression: bo's project-visible write replaced ana's private fact in her own recall, and the error for a
+    missing token told him hers existed. A unit private to others is no unit to its writer, in the same words."""
+    hers = mem.remember(project="acme", kind="env", type="semantic", title="Vault rotation", persona="ana",
+                        visibility="private", body="The vault keys rotate on the first Monday of each month.")
+    replacement = dict(project="acme", kind="env", type="semantic", title="Vault rotation moved", persona="bo",
+                       body="The vault keys rotate every Friday now.")
+    for writer in ({**replacement}, {**replacement, "visibility": "private"}, {k: v for k, v in replacement.items()
+                                                                               if k != "persona"}):
+        with pytest.raises(ValidationError) as refused:
+            mem.remember(**writer, supersedes=hers.token)
+        assert str(refused.value) == f"supersedes: no unit {hers.token} in project acme"
+    with pytest.raises(ValidationError) as missing:
+        mem.remember(**replacement, supersedes="mem-9")
+    assert str(missing.value) == "supersedes: no unit mem-9 in project acme"
+    assert mem.unit("acme", hers.token, authz.Actor.reader("acme", "ana"))["status"] == "active"
+    assert [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("memory_units", "memory_inbox")] == [1, 1]
+    own = mem.remember(project="acme", kind="env", type="semantic", title="Vault rotation moved", persona="ana",
+                       visibility="private", body="The vault keys rotate every Friday now.", supersedes=hers.token)
+    assert own.status == "active"
+    assert mem.unit("acme", hers.token, authz.Actor.reader("acme", "ana"))["status"] == "superseded"
+
+
 def test_forget_leaves_no_text_anywhere_even_after_rematerialising(mem, conn, stored_text, today):
     kept = note(mem, "Kept fact", "The cafeteria opens at noon on Fridays.", task_id="T-0")
     gone = note(mem, task_id="T-1", **SECRET_FACT)

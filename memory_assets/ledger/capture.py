@@ -131,6 +131,7 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersed
     write it was (the server may have committed it before the connection broke), not a duplicate.
     """
     supersedes = supersedes_token(supersedes)
+    candidate = gates.validated(candidate)
     canons = canons if canons is not None else canon.Canons(size=0)
     written = gates.without_source_text(candidate)
     for _ in range(V.REMEMBER_CANON_ATTEMPTS):
@@ -194,19 +195,21 @@ def superseding(conn: psycopg.Connection[Any], candidate: gates.Candidate, super
     row: outcome, unit id, number, status, replayed (nothing superseded when the function wrote nothing)."""
     with conn.pipeline(), conn.transaction():
         conn.execute(query("ledger/plan_write"))
-        old_id = superseded_id(conn, candidate.project, supersedes)
+        old_id = superseded_id(conn, candidate.project, supersedes, candidate.persona)
         row: tuple[Any, ...] = one(conn.execute(query("ledger/remember"), remember_params(candidate, gated)))
         if row[0] in (V.INBOX_INSERTED, V.INBOX_DUPLICATE):
             lifecycle.supersede(conn, row[1], old_id, actor=candidate.persona or candidate.feed)
     return row
 
 
-def superseded_id(conn: psycopg.Connection[Any], project: str, token: str) -> Any:
-    """The id of the unit a new one supersedes; ValidationError naming `supersedes` when the project has none."""
-    try:
-        return tokens.unit_id_of(conn, project, token)
-    except ValidationError as error:
-        raise ValidationError("supersedes", f"no unit {token} in project {project}") from error
+def superseded_id(conn: psycopg.Connection[Any], project: str, token: str, persona: str | None) -> Any:
+    """The id of the unit a new one supersedes, as its writer (`persona`) reads it; ValidationError naming
+    `supersedes` when the project has none, or only one private to other personas (the same words: no telling)."""
+    row = conn.execute(query("ledger/supersedable_unit"),
+                       {"project": project, "number": tokens.number_of(token), "persona": persona}).fetchone()
+    if row is None:
+        raise ValidationError("supersedes", f"no unit {token} in project {project}")
+    return row[0]
 
 
 def _gate_chunk(chunk: list[tuple[gates.Candidate, list[list[int]]]]) -> list[str | None]:
@@ -265,8 +268,9 @@ _ISSUED_LOCK = threading.Lock()
 
 
 def gate_soon(conn: psycopg.Connection[Any], candidates: list[gates.Candidate], workers: int = 1) -> Gating:
-    """Start the gates on a batch: in `workers` processes for a large batch (this call returns at once), else here."""
-    batch = tuple(candidates)
+    """Start the gates on a batch: in `workers` processes for a large batch (this call returns at once), else here;
+    a candidate built by hand is validated first (gates.validated)."""
+    batch = tuple(gates.validated(candidate) for candidate in candidates)
     canons: dict[str, list[list[int]]] = {}
     for candidate in batch:
         if candidate.project not in canons:
