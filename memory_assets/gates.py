@@ -9,8 +9,8 @@ import math
 import re
 import struct
 import unicodedata
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal, NamedTuple, overload
 
@@ -41,7 +41,6 @@ class Candidate:
     valid_from: datetime | None = None
     visibility: str = V.DEFAULT_VISIBILITY
     source_text: str | None = field(default=None, repr=False)
-    made_by: object = field(default=None, repr=False, compare=False)  # validate's mark (_VALIDATE); see validated
 
     @functools.cached_property  # a frozen candidate's: worked out once, not at each of its writer's reads
     def content_hash(self) -> str:
@@ -229,6 +228,16 @@ def feed_name(value: object) -> str:
     return _name("feed", identifier("feed", value, required=True))
 
 
+def recorded_names(candidates: Iterable[Candidate]) -> None:
+    """Check the project and feed names a write keeps even when the gates reject the text (the rejection counters,
+    the audit log), once per name: a Candidate built by hand, never through validate, carried a credential as its
+    project into the ledger. ValidationError naming the field."""
+    for project in {candidate.project for candidate in candidates}:
+        project_name(project)
+    for feed in {candidate.feed for candidate in candidates}:
+        feed_name(feed)
+
+
 def validate(
     *,
     project: object,
@@ -285,22 +294,7 @@ def validate(
         valid_from=valid_from_,
         visibility=visibility,
         source_text=text_field("source_text", source_text, V.SOURCE_TEXT_MAX_CHARS, required=False, rule="any"),
-        made_by=_VALIDATE,
     )
-
-
-_VALIDATE = object()  # the mark validate leaves on the candidates it makes
-
-
-def validated(candidate: Candidate) -> Candidate:
-    """The candidate as validate makes it: one built by hand (never through validate) is checked field by field where
-    it enters a write, ValidationError naming the field (a credential as its project was stored unchecked)."""
-    if candidate.made_by is _VALIDATE:
-        return candidate
-    return validate(**{name: getattr(candidate, name) for name in _VALIDATED_FIELDS})
-
-
-_VALIDATED_FIELDS = tuple(f.name for f in fields(Candidate) if f.name != "made_by")
 
 
 # --- Exclusion policy ---------------------------------------------------------------------

@@ -131,7 +131,7 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersed
     write it was (the server may have committed it before the connection broke), not a duplicate.
     """
     supersedes = supersedes_token(supersedes)
-    candidate = gates.validated(candidate)
+    gates.recorded_names([candidate])
     canons = canons if canons is not None else canon.Canons(size=0)
     written = gates.without_source_text(candidate)
     for _ in range(V.REMEMBER_CANON_ATTEMPTS):
@@ -269,8 +269,9 @@ _ISSUED_LOCK = threading.Lock()
 
 def gate_soon(conn: psycopg.Connection[Any], candidates: list[gates.Candidate], workers: int = 1) -> Gating:
     """Start the gates on a batch: in `workers` processes for a large batch (this call returns at once), else here;
-    a candidate built by hand is validated first (gates.validated)."""
-    batch = tuple(gates.validated(candidate) for candidate in candidates)
+    first the names a rejection would record (gates.recorded_names: a candidate may be built by hand)."""
+    batch = tuple(candidates)
+    gates.recorded_names(batch)
     canons: dict[str, list[list[int]]] = {}
     for candidate in batch:
         if candidate.project not in canons:
