@@ -240,15 +240,19 @@ class Memory:
         with self.connection() as conn:
             return lifecycle.forget(conn, project, token, actor, reason)
 
-    def confirm(self, project: str, token: str, task_id: str, actor: str = "api") -> dict[str, Any]:
-        """One confirmation per (unit, task): trust rises."""
+    def confirm(self, project: str, token: str, task_id: str, actor: str = "api",
+                persona: str | None = None) -> dict[str, Any]:
+        """One confirmation per (unit, task): trust rises. As recall reads, a vote reaches a unit private to a persona
+        only when it names that `persona`."""
         with self.connection() as conn:
-            return lifecycle.vote(conn, project, token, task_id, 1, actor)
+            return lifecycle.vote(conn, project, token, task_id, 1, actor, persona)
 
-    def flag(self, project: str, token: str, task_id: str, actor: str = "api") -> dict[str, Any]:
-        """One flag per (unit, task): trust falls; past the threshold the unit is flagged and leaves recall."""
+    def flag(self, project: str, token: str, task_id: str, actor: str = "api",
+             persona: str | None = None) -> dict[str, Any]:
+        """One flag per (unit, task): trust falls; past the threshold the unit is flagged and leaves recall. As recall
+        reads, a vote reaches a unit private to a persona only when it names that `persona`."""
         with self.connection() as conn:
-            return lifecycle.vote(conn, project, token, task_id, -1, actor)
+            return lifecycle.vote(conn, project, token, task_id, -1, actor, persona)
 
     def history(self, project: str, token: str, actor: authz.Actor | None = None) -> list[dict[str, Any]]:
         """The supersession chain through a unit, oldest first, of the units `actor` may see (default: a reader of

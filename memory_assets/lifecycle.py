@@ -102,14 +102,16 @@ def trust_of(confirms: int, flags: int) -> float:
 
 
 def vote(conn: psycopg.Connection[Any], project: str, token: str, task_id: str, value: int,
-         actor: str = "api") -> dict[str, Any]:
-    """Record one vote per (unit, task); recount confirms and flags, recompute trust, flag past the threshold."""
+         actor: str = "api", persona: str | None = None) -> dict[str, Any]:
+    """Record one vote per (unit, task) on a unit `persona` reads (a unit private to other personas is none to it);
+    recount confirms and flags, recompute trust, flag past the threshold."""
     task_id = events.task_key(task_id)  # stored with the vote and audited: the grammar, and no credential
     actor = gates.identifier("actor", actor, required=True)
     events.event_id("actor", actor)  # audited too: never a credential
+    persona = gates.identifier("persona", persona)
     project = gates.project_name(project)
     with conn.transaction():
-        unit_id = tokens.unit_id_of(conn, project, token)
+        unit_id = tokens.unit_id_read_by(conn, project, token, persona)
         conn.execute("SELECT 1 FROM memory_units WHERE id = %s FOR UPDATE", (unit_id,))  # votes of a unit serialise
         voted = conn.execute(query("lifecycle/cast_vote"), {"unit_id": unit_id, "project": project,
                                                             "task_id": task_id, "vote": value,

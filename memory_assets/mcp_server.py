@@ -76,14 +76,14 @@ def forget_tool(operator: str) -> Callable[..., dict[str, Any]]:
     return forget
 
 
-def confirm(project: str, token: str, task_id: str) -> dict[str, Any]:
-    """Confirm a unit was right in this task (one vote per task)."""
-    return memory().confirm(project, token, task_id)
+def confirm(project: str, token: str, task_id: str, persona: str | None = None) -> dict[str, Any]:
+    """Confirm a unit was right in this task (one vote per task), as a persona (to reach its private units)."""
+    return memory().confirm(project, token, task_id, persona=persona)
 
 
-def flag(project: str, token: str, task_id: str) -> dict[str, Any]:
-    """Flag a unit as wrong or harmful in this task (one vote per task)."""
-    return memory().flag(project, token, task_id)
+def flag(project: str, token: str, task_id: str, persona: str | None = None) -> dict[str, Any]:
+    """Flag a unit as wrong or harmful in this task (one vote per task), as a persona (to reach its private units)."""
+    return memory().flag(project, token, task_id, persona=persona)
 
 
 def cite(project: str, task_id: str, text: str) -> dict[str, Any]:

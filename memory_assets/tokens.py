@@ -8,6 +8,7 @@ from typing import Any
 import psycopg
 
 from memory_assets import vocabulary as V
+from memory_assets.database import query
 from memory_assets.errors import ValidationError
 
 _TOKEN = re.compile(V.TOKEN_PATTERN)
@@ -31,6 +32,16 @@ def unit_id_of(conn: psycopg.Connection[Any], project: str, token: str) -> Any:
     """The id of `mem-<n>` in a project; ValidationError when there is none."""
     row = conn.execute("SELECT id FROM memory_units WHERE project = %s AND number = %s",
                        (project, number_of(token))).fetchone()
+    if row is None:
+        raise ValidationError("token", f"no unit {token} in project {project}")
+    return row[0]
+
+
+def unit_id_read_by(conn: psycopg.Connection[Any], project: str, token: str, persona: str | None) -> Any:
+    """The id of `mem-<n>` in a project as `persona` reads it (None: a reader naming no persona); ValidationError in
+    unit_id_of's words when there is none, or only one private to other personas (no telling the two apart)."""
+    row = conn.execute(query("ledger/unit_a_persona_reads"),
+                       {"project": project, "number": number_of(token), "persona": persona}).fetchone()
     if row is None:
         raise ValidationError("token", f"no unit {token} in project {project}")
     return row[0]

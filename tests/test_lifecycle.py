@@ -137,6 +137,23 @@ def test_trust_formula_and_flag_threshold(mem):
     assert mem.recall("acme", "build server restarts", k=5).hits == []
 
 
+def test_a_vote_reaches_a_private_unit_only_as_its_persona(mem, conn):
+    """Regression: any caller could flag a unit private to another persona (enough flags take it out of her recall)
+    by its token. A vote reads the unit as recall does: only the persona it is private to, in unit_id_of's words
+    for every other voter."""
+    hers = mem.remember(project="acme", kind="env", type="semantic", title="Vault rotation", persona="ana",
+                        visibility="private", body="The vault keys rotate on the first Monday of each month.")
+    shared = note(mem, "Fact", "The build server restarts on Sundays.")
+    for vote, persona in ((mem.flag, None), (mem.flag, "bo"), (mem.confirm, "bo"), (mem.flag, "api")):
+        with pytest.raises(ValidationError) as refused:
+            vote("acme", hers.token, task_id="T-1", persona=persona)
+        assert str(refused.value) == f"token: no unit {hers.token} in project acme"
+    assert conn.execute("SELECT count(*) FROM memory_votes").fetchone()[0] == 0
+    assert mem.flag("acme", hers.token, task_id="T-1", persona="ana")["flags"] == 1
+    assert mem.flag("acme", shared.token, task_id="T-1")["flags"] == 1  # a shared unit: every voter
+    assert mem.confirm("acme", shared.token, task_id="T-2", persona="bo")["confirms"] == 1
+
+
 def test_decay_of_a_day_rematerialised_is_identical(mem, conn, today):
     day = today - timedelta(days=1)
     token = note(mem, "Fact", "The build server restarts on Sundays.").token

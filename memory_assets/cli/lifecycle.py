@@ -26,17 +26,18 @@ def forget(token: str, project: str, reason: str, actor: str, as_json: bool) -> 
     emit({"token": token, "unit_id": unit_id, "status": V.STATUS_FORGOTTEN}, as_json, f"{token}: forgotten")
 
 
-def _vote(token: str, project: str, task_id: str, value: int, as_json: bool) -> None:
+def _vote(token: str, project: str, task_id: str, persona: str | None, value: int, as_json: bool) -> None:
     """Record one confirm (+1) or flag (-1) and print the unit's trust afterwards."""
     with memory() as mem:
-        result = (mem.confirm if value > 0 else mem.flag)(project, token, task_id)
+        result = (mem.confirm if value > 0 else mem.flag)(project, token, task_id, persona=persona)
     emit(result, as_json, f"{token}: trust {result['trust']} ({result['confirms']} confirms, {result['flags']} flags, "
                           f"{result['status']})")
 
 
 def _vote_options(command: Callable[..., None]) -> Callable[..., None]:
-    """The arguments confirm and flag share: a token, its project, the voting task."""
-    for option in (json_option, click.option("--task-id", required=True), click.option("--project", required=True),
+    """The arguments confirm and flag share: a token, its project, the voting task, the persona it votes as."""
+    for option in (json_option, click.option("--persona", help="Vote as this persona: its private units too."),
+                   click.option("--task-id", required=True), click.option("--project", required=True),
                    click.argument("token")):
         command = option(command)
     return command
@@ -44,16 +45,16 @@ def _vote_options(command: Callable[..., None]) -> Callable[..., None]:
 
 @click.command()
 @_vote_options
-def confirm(token: str, project: str, task_id: str, as_json: bool) -> None:
+def confirm(token: str, project: str, task_id: str, persona: str | None, as_json: bool) -> None:
     """Confirm a unit from a task (one vote per unit and task): trust rises."""
-    _vote(token, project, task_id, 1, as_json)
+    _vote(token, project, task_id, persona, 1, as_json)
 
 
 @click.command()
 @_vote_options
-def flag(token: str, project: str, task_id: str, as_json: bool) -> None:
+def flag(token: str, project: str, task_id: str, persona: str | None, as_json: bool) -> None:
     """Flag a unit from a task (one vote per unit and task): trust falls; enough flags take it out of recall."""
-    _vote(token, project, task_id, -1, as_json)
+    _vote(token, project, task_id, persona, -1, as_json)
 
 
 @click.group(cls=MemoryGroup)

@@ -205,11 +205,10 @@ def superseding(conn: psycopg.Connection[Any], candidate: gates.Candidate, super
 def superseded_id(conn: psycopg.Connection[Any], project: str, token: str, persona: str | None) -> Any:
     """The id of the unit a new one supersedes, as its writer (`persona`) reads it; ValidationError naming
     `supersedes` when the project has none, or only one private to other personas (the same words: no telling)."""
-    row = conn.execute(query("ledger/supersedable_unit"),
-                       {"project": project, "number": tokens.number_of(token), "persona": persona}).fetchone()
-    if row is None:
-        raise ValidationError("supersedes", f"no unit {token} in project {project}")
-    return row[0]
+    try:
+        return tokens.unit_id_read_by(conn, project, token, persona)
+    except ValidationError as error:
+        raise ValidationError("supersedes", f"no unit {token} in project {project}") from error
 
 
 def _gate_chunk(chunk: list[tuple[gates.Candidate, list[list[int]]]]) -> list[str | None]:

@@ -174,6 +174,13 @@ def test_forget_confirm_and_flag_from_the_command_line(clean, monkeypatch):
     assert (shown["status"], shown["title"], shown["body"]) == ("forgotten", "", "")
     again = run("forget", "mem-1", "--project", "acme", "--reason", "twice")
     assert again.exit_code == 2 and "token: no live unit mem-1" in again.stderr
+    run("remember", "--project", "acme", "--kind", "env", "--type", "semantic", "--title", GOOD["title"],
+        "--body", "A private note of ana's on the staging relay.", "--persona", "ana", "--private")
+    refused = run("flag", "mem-2", "--project", "acme", "--task-id", "T-3")
+    assert refused.exit_code == 2 and "token: no unit mem-2 in project acme" in refused.stderr
+    as_ana = json.loads(run("flag", "mem-2", "--project", "acme", "--task-id", "T-3", "--persona", "ana",
+                            "--json").stdout)
+    assert as_ana["flags"] == 1
 
 
 def test_import_reports_hostile_lines_and_imports_the_rest(clean, tmp_path, monkeypatch):
