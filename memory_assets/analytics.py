@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 import psycopg
 
-from memory_assets import database
+from memory_assets import database, gates
 from memory_assets import vocabulary as V
 from memory_assets.database import query
 from memory_assets.errors import ValidationError
@@ -104,7 +104,7 @@ def rejections_by_reason(conn: psycopg.Connection[Any]) -> pd.DataFrame:
 def z_score(confidence: float) -> float:
     """The two-sided standard normal quantile of a confidence level (1.96 for 0.95), which sets an interval's width."""
     if not 0 < confidence < 1:
-        raise ValidationError("confidence", f"must lie strictly between 0 and 1 (got {confidence!r})")
+        raise ValidationError("confidence", f"must lie strictly between 0 and 1 (got {gates.shown(confidence)})")
     return NormalDist().inv_cdf(0.5 + confidence / 2)
 
 

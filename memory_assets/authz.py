@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
+from memory_assets import gates
 from memory_assets import vocabulary as V
 from memory_assets.errors import ScopeError, ValidationError
 
@@ -62,7 +63,7 @@ def require_operator(name: str | None) -> str:
     """The name when the deployment lists it as an operator; ScopeError naming the setting otherwise."""
     allowed = operators()
     if not name or name not in allowed:
-        where = "it is not set" if not allowed else f"{name!r} is not listed"
+        where = "it is not set" if not allowed else f"{gates.shown(name)} is not listed"
         raise ScopeError(f"forget: needs an operator named in {V.OPERATORS_ENV} ({where})")
     return name
 

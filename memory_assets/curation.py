@@ -134,8 +134,10 @@ def review_queue(conn: psycopg.Connection[Any], project: str | None = None) -> l
 def decide(conn: psycopg.Connection[Any], project: str, token: str, decision: str, target: str | None = None,
            actor: str = "reviewer") -> dict[str, Any]:
     """Settle a unit in review: approve (active), reject (retired) or supersede another unit; always audited."""
+    project = gates.project_name(project)
     if decision not in V.REVIEW_DECISIONS:
-        raise ValidationError("decision", f"must be one of {', '.join(V.REVIEW_DECISIONS)} (got {decision!r})")
+        raise ValidationError("decision",
+                              f"must be one of {', '.join(V.REVIEW_DECISIONS)} (got {gates.shown(decision)})")
     if (decision == "supersede") != (target is not None):
         raise ValidationError("target", "supersede needs the token of the unit it replaces, and only supersede")
     with conn.transaction():

@@ -21,7 +21,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from memory_assets import audit, journal
+from memory_assets import audit, gates, journal
 from memory_assets import vocabulary as V
 from memory_assets.database import bound_lock_wait, memory_home, one, query, session_lock_timeout
 from memory_assets.errors import ValidationError
@@ -44,7 +44,8 @@ class ModelSpec:
 def model_spec(key: str) -> ModelSpec:
     """The registered model behind a key; ValidationError names the registered keys when it is unknown."""
     if key not in V.EMBEDDING_MODELS:
-        raise ValidationError("model", f"unknown model key {key!r} (registered: {', '.join(V.EMBEDDING_MODELS)})")
+        raise ValidationError("model", f"unknown model key {gates.shown(key)} "
+                                       f"(registered: {', '.join(V.EMBEDDING_MODELS)})")
     registered: dict[str, Any] = V.EMBEDDING_MODELS[key]
     return ModelSpec(key=key, **registered)
 
@@ -93,7 +94,7 @@ class Embedder:
         backend = backend or V.DOCUMENT_ENCODER
         if backend not in V.DOCUMENT_ENCODERS:
             raise ValidationError("document_encoder",
-                                  f"must be one of {', '.join(V.DOCUMENT_ENCODERS)} (got {backend!r})")
+                                  f"must be one of {', '.join(V.DOCUMENT_ENCODERS)} (got {gates.shown(backend)})")
         self.onnx = onnx_encoder(spec, backend.removeprefix("onnx-"), threads) if backend.startswith("onnx-") else None
         self.backend = backend if self.onnx else "torch"
         self.model: Any = None if self.onnx else load_model(spec.loader, threads)
@@ -273,7 +274,8 @@ def query_encoder(key: str, backend: str | None = None) -> OnnxEncoder | Embedde
     spec = model_spec(key)
     backend = backend or V.QUERY_ENCODER
     if backend not in V.QUERY_ENCODERS:
-        raise ValidationError("query_encoder", f"must be one of {', '.join(V.QUERY_ENCODERS)} (got {backend!r})")
+        raise ValidationError("query_encoder",
+                              f"must be one of {', '.join(V.QUERY_ENCODERS)} (got {gates.shown(backend)})")
     with _QUERY_ENCODERS_LOCK:
         name = _query_encoder_name(spec.loader, backend)
         if name not in _QUERY_ENCODERS:

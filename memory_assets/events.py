@@ -47,7 +47,8 @@ def record_events(conn: psycopg.Connection[Any], project: str, task_id: str, eve
     with conn.transaction():
         for event in events:
             if event.get("kind") not in V.EVENT_KINDS:
-                raise ValidationError("kind", f"must be one of {', '.join(V.EVENT_KINDS)} (got {event.get('kind')!r})")
+                raise ValidationError("kind", f"must be one of {', '.join(V.EVENT_KINDS)} "
+                                              f"(got {gates.shown(event.get('kind'))})")
             recorded += conn.execute(query("events/record_event"), {
                 "task_id": task_id, "kind": event["kind"], "channel": event_id("channel", event.get("channel")),
                 "session_id": event_id("session_id", event.get("session_id")),
@@ -83,11 +84,11 @@ SWITCH_SCOPES = ("task", "epic", "system", "kill", "holdout")
 def set_switch(conn: psycopg.Connection[Any], scope: str, key: str, value: str) -> None:
     """Set memory on/off for a task, an epic or the system, the kill switch (on = kill), or the holdout %."""
     if scope not in SWITCH_SCOPES:
-        raise ValidationError("scope", f"must be one of {', '.join(SWITCH_SCOPES)} (got {scope!r})")
+        raise ValidationError("scope", f"must be one of {', '.join(SWITCH_SCOPES)} (got {gates.shown(scope)})")
     if scope == "holdout":
         holdout_percent(value)
     elif value not in V.SWITCH_VALUES:
-        raise ValidationError("value", f"must be on or off (got {value!r})")
+        raise ValidationError("value", f"must be on or off (got {gates.shown(value)})")
     conn.execute(query("events/set_switch"), {"scope": scope, "key": key, "value": str(value)})
 
 
@@ -96,9 +97,10 @@ def holdout_percent(value: object) -> float:
     try:
         percent = float(str(value))
     except ValueError:
-        raise ValidationError("holdout", f"must be a percentage (got {value!r})") from None
+        raise ValidationError("holdout", f"must be a percentage (got {gates.shown(value)})") from None
     if not 0 <= percent <= V.HOLDOUT_MAX_PERCENT:  # NaN fails both comparisons
-        raise ValidationError("holdout", f"a percentage between 0 and {V.HOLDOUT_MAX_PERCENT} (got {value!r})")
+        raise ValidationError("holdout",
+                              f"a percentage between 0 and {V.HOLDOUT_MAX_PERCENT} (got {gates.shown(value)})")
     return percent
 
 

@@ -100,6 +100,18 @@ def shown(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+
+
+def redacted(message: str) -> str:
+    """A message that quotes what a caller typed (click's usage errors), each quoted value that holds a credential
+    replaced; one whose credential is not quoted is replaced whole."""
+    if not has_secret(message):
+        return message
+    message = _QUOTED.sub(lambda quoted: "(not shown)" if has_secret(quoted.group(0)) else quoted.group(0), message)
+    return message if not has_secret(message) else "a value was refused (not shown: it looks like a credential)"
+
+
 def bounded_time(field_name: str, value: object) -> datetime:
     """A timezone-aware time within [TIME_MIN, TIME_MAX), so every later cast and interval stays in range."""
     if not isinstance(value, datetime):
@@ -108,7 +120,7 @@ def bounded_time(field_name: str, value: object) -> datetime:
         raise ValidationError(field_name, "must be timezone-aware")
     if not TIME_MIN <= value < TIME_MAX:
         raise ValidationError(field_name, f"must lie between {V.TIME_MIN[:10]} and {V.TIME_MAX[:10]} (UTC)")
-    return value
+    return value.astimezone(TIME_MIN.tzinfo)  # in UTC: PostgreSQL refuses offsets past 15:59 that Python allows
 
 
 def iso_time(field_name: str, text: str, *, naive_is_utc: bool = False) -> datetime:

@@ -46,6 +46,7 @@ def forget(conn: psycopg.Connection[Any], project: str, token: str, actor: authz
     into it; the sources a merge copied from it leave the unit it was merged into. Allowed only with the forget
     scope, which row-level security enforces on every tombstoning UPDATE.
     """
+    project = gates.project_name(project)
     if not actor.may("forget", project):
         raise ScopeError(f"forget: actor {actor.name} has no forget scope on project {project}")
     number = tokens.number_of(token)
@@ -104,13 +105,16 @@ def trust_of(confirms: int, flags: int) -> float:
 def vote(conn: psycopg.Connection[Any], project: str, token: str, task_id: str, value: int,
          actor: str = "api", persona: str | None = None) -> dict[str, Any]:
     """Record one vote per (unit, task) on a unit `persona` reads (a unit private to other personas is none to it);
-    recount confirms and flags, recompute trust, flag past the threshold."""
+    recount confirms and flags, recompute trust, flag past the threshold. With the kill switch on nothing is
+    recorded: the token and "off"."""
     task_id = events.task_key(task_id)  # stored with the vote and audited: the grammar, and no credential
     actor = gates.identifier("actor", actor, required=True)
     events.event_id("actor", actor)  # audited too: never a credential
     persona = gates.identifier("persona", persona)
     project = gates.project_name(project)
     with conn.transaction():
+        if events.killed(conn):
+            return {"token": token, V.MEMORY_OFF: True}
         unit_id = tokens.unit_id_read_by(conn, project, token, persona)
         conn.execute("SELECT 1 FROM memory_units WHERE id = %s FOR UPDATE", (unit_id,))  # votes of a unit serialise
         voted = conn.execute(query("lifecycle/cast_vote"), {"unit_id": unit_id, "project": project,
@@ -133,6 +137,6 @@ def vote(conn: psycopg.Connection[Any], project: str, token: str, task_id: str, 
 
 def history(conn: psycopg.Connection[Any], project: str, token: str) -> list[dict[str, Any]]:
     """The supersession chain through a unit, oldest first, walked both ways."""
-    unit_id = tokens.unit_id_of(conn, project, token)
+    unit_id = tokens.unit_id_of(conn, gates.project_name(project), token)
     with conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(query("lifecycle/supersession_chain"), {"unit_id": unit_id}).fetchall()

@@ -7,7 +7,9 @@ import gc
 from collections.abc import Callable
 from typing import Any
 
+import pydantic
 from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
 
 from memory_assets import authz, gates, tracing
 from memory_assets import vocabulary as V
@@ -94,13 +96,29 @@ def cite(project: str, task_id: str, text: str) -> dict[str, Any]:
 TOOLS = (remember, recall, confirm, flag, cite)
 
 
+class MemoryServer(FastMCP):
+    """FastMCP whose argument errors never quote an argument: the SDK's own check of an argument's type prints the
+    value it refused, and an agent pastes a credential into any field."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        """The tool's answer; a refused argument named with what was wrong, never its value."""
+        try:
+            return await super().call_tool(name, arguments)
+        except ToolError as error:
+            if not isinstance(error.__cause__, pydantic.ValidationError):
+                raise
+            wrong = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                              for e in error.__cause__.errors(include_url=False, include_input=False))
+            raise ToolError(f"Error executing tool {name}: {wrong}") from None
+
+
 def build_server(operator: str | None = None) -> FastMCP:
     """The server with its tools, built on demand: FastMCP configures logging when built, which no import should.
 
     `forget` is served only when the server is started as an operator the deployment lists in
     MEMORY_ASSETS_OPERATORS (ScopeError otherwise): an agent can never grant itself the forget scope.
     """
-    server = FastMCP("memory-assets")
+    server = MemoryServer("memory-assets")
     for tool in TOOLS:
         server.add_tool(tool)
     if operator is not None:

@@ -29,7 +29,8 @@ def number_of(token: str) -> int:
 
 
 def unit_id_of(conn: psycopg.Connection[Any], project: str, token: str) -> Any:
-    """The id of `mem-<n>` in a project; ValidationError when there is none."""
+    """The id of `mem-<n>` in a project (a name its caller checked: the error names it); ValidationError when there
+    is none."""
     row = conn.execute("SELECT id FROM memory_units WHERE project = %s AND number = %s",
                        (project, number_of(token))).fetchone()
     if row is None:

@@ -126,7 +126,7 @@ def test_the_kill_switch_stops_every_write_block_and_event(mem, conn):
     mem.compile_bundle("acme")
     before = {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
               for table in ("memory_inbox", "memory_units", "memory_sources", "memory_rejections", "audit_log",
-                            "memory_events", "memory_task_arms")}
+                            "memory_events", "memory_task_arms", "memory_votes")}
     mem.set_switch("kill", "", "on")
 
     off = mem.remember(**{**fact, "title": "Cache warm-up time", "body": "The cache warms at 05:30 since 2025."})
@@ -140,6 +140,9 @@ def test_the_kill_switch_stops_every_write_block_and_event(mem, conn):
     assert mem.prompt_block("acme", task_id="T-1") == ""
     assert mem.cite_from_text("acme", "T-1", f"as {token} says") == []
     assert mem.record_events("acme", "T-1", [{"token": token, "kind": "read"}]) == 0
+    # votes too (they counted under the kill switch before: a review's finding)
+    assert mem.confirm("acme", token, task_id="T-1") == {"token": token, "off": True}
+    assert mem.flag("acme", token, task_id="T-2") == {"token": token, "off": True}
     recalled = mem.recall("acme", "cache warm-up")
     assert (recalled.hits, recalled.mode) == ([], "off")
     with pytest.raises(ValidationError, match=r"^k: "):  # bad input is still bad input

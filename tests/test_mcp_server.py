@@ -125,3 +125,24 @@ def test_the_server_freezes_what_its_first_recall_loaded_once(clean, monkeypatch
     finally:
         mcp_server._memory.close()
     assert len(freezes) == 1
+
+
+def test_a_tool_argument_of_the_wrong_type_is_refused_without_its_value():
+    """Regression: the SDK's own check of an argument's type quoted the value in its error, so a credential an
+    agent pasted into k, a title given as an object or a task id given as a list came back in the answer."""
+    from mcp.server.fastmcp.exceptions import ToolError
+
+    from memory_assets import mcp_server
+
+    secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    server = mcp_server.build_server()
+    calls = [("recall", {"project": "acme", "query": "staging", "k": secret}),
+             ("remember", {"project": "acme", "kind": "env", "type": "semantic", "title": {"x": secret}, "body": "b"}),
+             ("confirm", {"project": "acme", "token": "mem-1", "task_id": [secret]})]
+    for name, arguments in calls:
+        try:
+            asyncio.run(server.call_tool(name, arguments))
+        except ToolError as error:
+            assert secret not in str(error) and name in str(error)
+        else:
+            raise AssertionError(f"{name} took an argument of the wrong type")

@@ -56,6 +56,9 @@ class MemoryGroup(click.Group):
             return super().invoke(ctx)
         except (ValidationError, ScopeError) as error:
             raise BadInput(str(error)) from error
+        except click.ClickException as error:  # click's own usage errors quote the value they refused
+            vars(error)["message"] = gates.redacted(error.message)  # click types the attribute Final
+            raise
 
 
 def emit(data: Any, as_json: bool, text: str | None = None) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from memory_assets import gates
 from memory_assets import vocabulary as V
 from memory_assets.cli.common import MemoryGroup, emit, json_option, memory
 from memory_assets.errors import ValidationError
@@ -27,7 +28,7 @@ def k_values_of(ks: str) -> list[int]:
     try:
         k_values = sorted({int(k) for k in ks.split(",")})
     except ValueError as error:
-        raise ValidationError("k", f"comma-separated integers (got {ks!r})") from error
+        raise ValidationError("k", f"comma-separated integers (got {gates.shown(ks)})") from error
     if not all(1 <= k <= V.RECALL_MAX_K for k in k_values):
         raise ValidationError("k", f"each between 1 and {V.RECALL_MAX_K}")
     return k_values

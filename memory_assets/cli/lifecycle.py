@@ -30,6 +30,9 @@ def _vote(token: str, project: str, task_id: str, persona: str | None, value: in
     """Record one confirm (+1) or flag (-1) and print the unit's trust afterwards."""
     with memory() as mem:
         result = (mem.confirm if value > 0 else mem.flag)(project, token, task_id, persona=persona)
+    if result.get(V.MEMORY_OFF):
+        emit(result, as_json, f"{token}: memory is off (the kill switch): nothing recorded")
+        return
     emit(result, as_json, f"{token}: trust {result['trust']} ({result['confirms']} confirms, {result['flags']} flags, "
                           f"{result['status']})")
 

@@ -13,7 +13,7 @@ from typing import Any
 import click
 from tqdm import tqdm
 
-from memory_assets import database, embeddings
+from memory_assets import database, embeddings, gates
 from memory_assets import vocabulary as V
 from memory_assets.cli.common import emit, json_option, memory, summary_text
 from memory_assets.cli.read import recall_
@@ -36,7 +36,7 @@ def materialize(ctx: click.Context, day: str | None, as_json: bool) -> None:
     try:
         target = date.fromisoformat(day) if day else datetime.now(UTC).date()
     except ValueError as error:
-        raise ValidationError("date", f"must be YYYY-MM-DD (got {day!r})") from error
+        raise ValidationError("date", f"must be YYYY-MM-DD (got {gates.shown(day)})") from error
     with memory() as mem:
         results = runner.materialize_day(target, runner.dagster_instance(mem.url))
         data = {"date": target.isoformat(), "success": all(r.success for r in results),

@@ -179,7 +179,11 @@ class _Import:
             self.errors += refused.values()
 
     def count(self, counts: dict[str, Any]) -> list[str]:
-        """Add one capture's counts to the totals; the keys of the rows it left for the fold."""
+        """Add one capture's counts to the totals; the keys of the rows it left for the fold (none while the kill
+        switch is on: remember_many stored nothing, and the run says memory is off)."""
+        if counts.get(V.MEMORY_OFF):
+            self.totals[V.MEMORY_OFF] = True
+            return []
         self.totals["captured"] += counts["captured"]
         self.replayed.update(set(counts["replayed"]) - self.folding_keys)  # not this run's batch still folding
         rejected = self.totals["rejected"]
@@ -255,8 +259,10 @@ def import_(ctx: click.Context, file: str, project: str | None, no_fold: bool, a
         mem.refresh_statistics(run.totals["inserted"] - counted)  # the rows it missed, should they pass the threshold
     errors = sorted(run.errors, key=lambda e: int(e.split(":")[0].split()[1]))
     totals = {**run.totals, "errors": errors}
+    off = " memory is off (the kill switch): nothing stored." if totals.get(V.MEMORY_OFF) else ""
     emit(totals, as_json, f"imported {totals['captured']} of {totals['lines']} lines "
-                          f"({totals['inserted']} new units, rejected {totals['rejected']}, {len(errors)} bad lines)")
+                          f"({totals['inserted']} new units, rejected {totals['rejected']}, {len(errors)} bad lines)"
+                          f"{off}")
     for error in errors:
         click.echo(f"error: {error}", err=True)
     if errors:

@@ -8,14 +8,16 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from memory_assets import tokens
+from memory_assets import gates, tokens
 from memory_assets import vocabulary as V
 from memory_assets.database import query
 
 
 def unit(conn: psycopg.Connection[Any], project: str, token: str) -> dict[str, Any] | None:
     """One unit by project and token, with its sources; None when there is no such unit (under authz.scoped: none
-    the actor may see, and only the sources it may see)."""
+    the actor may see, and only the sources it may see); a project name validate would refuse (a credential pasted
+    as one) is a ValidationError, never quoted back."""
+    project = gates.project_name(project)
     number = tokens.number_of(token)
     with conn.cursor(row_factory=dict_row) as cur:
         row = cur.execute(query("ledger/unit_by_token"), {"project": project, "number": number}).fetchone()

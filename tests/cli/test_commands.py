@@ -183,6 +183,47 @@ def test_forget_confirm_and_flag_from_the_command_line(clean, monkeypatch):
     assert as_ana["flags"] == 1
 
 
+def test_a_credential_typed_into_any_flag_is_never_quoted_back_nor_kept(clean, tmp_path, monkeypatch):
+    """Regression (an attacker's review): click's usage errors and some of our own quoted the value they refused,
+    the project of a missing token was named back, and a forget's reason and a review's actor were kept in the
+    audit log whatever they held. Each is now an exit 2 that shows no credential, with nothing written."""
+    monkeypatch.setenv(V.OPERATORS_ENV, "operator")
+    secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    run("remember", "--project", "acme", "--kind", "env", "--type", "semantic", "--title", GOOD["title"],
+        "--body", GOOD["body"], "--confidence", "0.5")  # in review
+    refused = [
+        run("recall", "--project", "acme", "--query", "staging", "--k", secret),
+        run("remember", "--project", "acme", "--kind", "env", "--type", "semantic", "--title", "t", "--body", "b",
+            "--confidence", secret),
+        run("import", str(tmp_path / f"{secret}.jsonl")),
+        run("show", "mem-1", "--project", secret),
+        run("materialize", "--date", secret),
+        run("forget", "mem-1", "--project", "acme", "--reason", f"the token was {secret}"),
+        run("forget", "mem-1", "--project", "acme", "--reason", "asked", "--actor", secret),
+        run("review", "decide", "mem-1", "approve", "--project", "acme", "--actor", secret),
+        run("review", "decide", "mem-1", secret, "--project", "acme"),
+    ]
+    assert [r.exit_code for r in refused] == [2] * len(refused)
+    assert [r.args for r in refused if secret in r.output or secret in r.stderr] == []
+    with psycopg.connect(clean) as conn:
+        assert conn.execute("SELECT status FROM memory_units").fetchall() == [("review",)]
+        kept = conn.execute("SELECT count(*) FROM audit_log WHERE actor LIKE %s OR reason LIKE %s OR details::text "
+                            "LIKE %s", (f"%{secret}%",) * 3).fetchone()[0]
+        assert kept == 0
+
+
+def test_import_under_the_kill_switch_says_memory_is_off_and_stores_nothing(clean, tmp_path):
+    """Regression: the import crashed (KeyError) on remember_many's "off" answer."""
+    with Memory(database.open_pool(clean), clean) as mem:
+        mem.set_switch("kill", "", "on")
+    path = tmp_path / "units.jsonl"
+    path.write_text(fact_lines(3, "Off"))
+    result = run("import", str(path), "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["off"] is True
+    with psycopg.connect(clean) as conn:
+        assert conn.execute("SELECT count(*) FROM memory_inbox").fetchone()[0] == 0
+
+
 def test_import_reports_hostile_lines_and_imports_the_rest(clean, tmp_path, monkeypatch):
     """Deep nesting, duplicate keys, huge or NaN numbers, an over-long line, control characters, a bad supersedes
     field: each line is reported by number and reason, never a RecursionError, and every good line imports."""

@@ -462,6 +462,14 @@ def test_a_candidate_built_by_hand_never_records_a_credential_as_its_project_or_
     assert mem.remember_many([gates.Candidate(**FACT)])["inserted"] == 1  # a hand-built one with good names is taken
 
 
+def test_a_valid_from_at_any_offset_python_allows_is_stored_as_its_instant(mem, conn):
+    """Regression: an offset past PostgreSQL's 15:59 (Python allows 23:59) reached the database as a
+    time-zone error; a time is now kept in UTC, the same instant."""
+    at = datetime(2020, 1, 1, tzinfo=timezone(timedelta(hours=23, minutes=59)))
+    assert mem.remember(**FACT, valid_from=at).status == "active"
+    assert conn.execute("SELECT valid_from FROM memory_units").fetchone()[0] == at
+
+
 def test_supersedes_must_name_a_unit_of_the_project(mem):
     mem.remember(**FACT)
     for value, message in ((123, "supersedes: must be a token like mem-<n>, got int"),
