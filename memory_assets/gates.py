@@ -420,54 +420,18 @@ def exclusion_reason(candidate: Candidate, canon: list[list[int]] | None = None)
 # Hangul and Braille fillers, control characters but the line break), and letters and digits of other scripts that
 # look like ASCII ones folded to them (Unicode's confusables, with the table below over them).
 
+# The look-alikes Unicode's confusables leave out, or read otherwise (a small palochka is an i to them, an l here);
+# every other letter of the fold comes from the confusables (homoglyphs)
 _LOOK_ALIKES = {
-    "A": ("CYRILLIC CAPITAL LETTER A", "GREEK CAPITAL LETTER ALPHA", "CHEROKEE LETTER GO"),
-    "B": ("CYRILLIC CAPITAL LETTER VE", "GREEK CAPITAL LETTER BETA", "CHEROKEE LETTER YV"),
-    "C": ("CYRILLIC CAPITAL LETTER ES", "GREEK CAPITAL LUNATE SIGMA SYMBOL", "CHEROKEE LETTER TLI"),
-    "E": ("CYRILLIC CAPITAL LETTER IE", "GREEK CAPITAL LETTER EPSILON", "CHEROKEE LETTER GV"),
-    "H": ("CYRILLIC CAPITAL LETTER EN", "GREEK CAPITAL LETTER ETA", "CYRILLIC CAPITAL LETTER SHHA",
-          "CHEROKEE LETTER MI"),
-    "I": ("CYRILLIC CAPITAL LETTER BYELORUSSIAN-UKRAINIAN I", "GREEK CAPITAL LETTER IOTA",
-          "CYRILLIC LETTER PALOCHKA"),
-    "J": ("CYRILLIC CAPITAL LETTER JE", "GREEK CAPITAL LETTER YOT", "CHEROKEE LETTER GU"),
-    "K": ("CYRILLIC CAPITAL LETTER KA", "GREEK CAPITAL LETTER KAPPA", "CHEROKEE LETTER TSO"),
+    "H": ("CYRILLIC CAPITAL LETTER SHHA",),
     "L": ("ARMENIAN CAPITAL LETTER LIWN",),
-    "M": ("CYRILLIC CAPITAL LETTER EM", "GREEK CAPITAL LETTER MU", "CHEROKEE LETTER LU"),
-    "N": ("GREEK CAPITAL LETTER NU",),
-    "O": ("CYRILLIC CAPITAL LETTER O", "GREEK CAPITAL LETTER OMICRON", "ARMENIAN CAPITAL LETTER OH"),
-    "P": ("CYRILLIC CAPITAL LETTER ER", "GREEK CAPITAL LETTER RHO", "CHEROKEE LETTER TLV"),
     "Q": ("CYRILLIC CAPITAL LETTER QA",),
-    "S": ("CYRILLIC CAPITAL LETTER DZE", "ARMENIAN CAPITAL LETTER TIWN", "CHEROKEE LETTER DU"),
-    "T": ("CYRILLIC CAPITAL LETTER TE", "GREEK CAPITAL LETTER TAU", "CHEROKEE LETTER I"),
-    "U": ("ARMENIAN CAPITAL LETTER SEH",),
-    "V": ("CHEROKEE LETTER DO",),
-    "W": ("CYRILLIC CAPITAL LETTER WE", "CHEROKEE LETTER LA"),
-    "X": ("CYRILLIC CAPITAL LETTER HA", "GREEK CAPITAL LETTER CHI"),
-    "Y": ("CYRILLIC CAPITAL LETTER U", "GREEK CAPITAL LETTER UPSILON", "CYRILLIC CAPITAL LETTER STRAIGHT U"),
-    "Z": ("GREEK CAPITAL LETTER ZETA", "CHEROKEE LETTER NO"),
-    "a": ("CYRILLIC SMALL LETTER A", "GREEK SMALL LETTER ALPHA", "LATIN SMALL LETTER ALPHA"),
     "b": ("CYRILLIC SMALL LETTER SOFT SIGN",),
-    "c": ("CYRILLIC SMALL LETTER ES", "GREEK LUNATE SIGMA SYMBOL"),
-    "d": ("CYRILLIC SMALL LETTER KOMI DE",),
-    "e": ("CYRILLIC SMALL LETTER IE",),
-    "g": ("LATIN SMALL LETTER SCRIPT G", "ARMENIAN SMALL LETTER CO"),
-    "h": ("CYRILLIC SMALL LETTER SHHA", "ARMENIAN SMALL LETTER HO"),
-    "i": ("CYRILLIC SMALL LETTER BYELORUSSIAN-UKRAINIAN I", "GREEK SMALL LETTER IOTA", "LATIN SMALL LETTER DOTLESS I"),
-    "j": ("CYRILLIC SMALL LETTER JE", "GREEK LETTER YOT", "LATIN SMALL LETTER DOTLESS J"),
+    "j": ("LATIN SMALL LETTER DOTLESS J",),
     "k": ("CYRILLIC SMALL LETTER KA", "GREEK SMALL LETTER KAPPA"),
     "l": ("CYRILLIC SMALL LETTER PALOCHKA",),
     "m": ("CYRILLIC SMALL LETTER EM",),
-    "n": ("ARMENIAN SMALL LETTER VO",),
-    "o": ("CYRILLIC SMALL LETTER O", "GREEK SMALL LETTER OMICRON", "ARMENIAN SMALL LETTER OH"),
-    "p": ("CYRILLIC SMALL LETTER ER", "GREEK SMALL LETTER RHO"),
-    "q": ("CYRILLIC SMALL LETTER QA", "ARMENIAN SMALL LETTER ZA"),
-    "s": ("CYRILLIC SMALL LETTER DZE",),
-    "u": ("GREEK SMALL LETTER UPSILON", "ARMENIAN SMALL LETTER SEH"),
-    "v": ("GREEK SMALL LETTER NU",),
-    "w": ("CYRILLIC SMALL LETTER WE",),
-    "x": ("CYRILLIC SMALL LETTER HA", "GREEK SMALL LETTER CHI"),
-    "y": ("CYRILLIC SMALL LETTER U", "CYRILLIC SMALL LETTER STRAIGHT U"),
-    "3": ("CYRILLIC CAPITAL LETTER ZE",),
+    "x": ("GREEK SMALL LETTER CHI",),
 }
 # unassigned code points (Cn) count: U+2065, U+FFF0-FFF8 and the tag block's gaps are default-ignorable, drawn as
 # nothing, and a credential spelled with them between its characters read as no credential; private use (Co) and
@@ -496,7 +460,7 @@ def scan_form(text: str) -> str:
 def homoglyphs() -> dict[int, str]:
     """The look-alike fold, made on the first text that is not ASCII: every character Unicode's confusables give one
     ASCII letter or digit (UTS #39 writes I, l and 1 as l, O and 0 as O: a capital folds to I, a digit to 1 or 0),
-    and _LOOK_ALIKES over them, which also holds letters the confusables leave out."""
+    and _LOOK_ALIKES over them."""
     from confusable_homoglyphs.confusables import confusables_data
 
     fold: dict[int, str] = {}
