@@ -104,8 +104,8 @@ _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 
 
 def redacted(message: str) -> str:
-    """A message that quotes what a caller typed (click's usage errors), each quoted value that holds a credential
-    replaced; one whose credential is not quoted is replaced whole."""
+    """A message that may quote what a caller typed (every error the CLI and the MCP server hand back), each quoted
+    value that holds a credential replaced; one whose credential is not quoted is replaced whole."""
     if not has_secret(message):
         return message
     message = _QUOTED.sub(lambda quoted: "(not shown)" if has_secret(quoted.group(0)) else quoted.group(0), message)

@@ -7,7 +7,6 @@ import gc
 from collections.abc import Callable
 from typing import Any
 
-import pydantic
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 
@@ -97,19 +96,15 @@ TOOLS = (remember, recall, confirm, flag, cite)
 
 
 class MemoryServer(FastMCP):
-    """FastMCP whose argument errors never quote an argument: the SDK's own check of an argument's type prints the
-    value it refused, and an agent pastes a credential into any field."""
+    """FastMCP whose tool errors never quote a credential: the SDK's own check of an argument's type prints the value
+    it refused, and an agent pastes a credential into any field."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
-        """The tool's answer; a refused argument named with what was wrong, never its value."""
+        """The tool's answer; an error's message with each quoted value that holds a credential replaced."""
         try:
             return await super().call_tool(name, arguments)
         except ToolError as error:
-            if not isinstance(error.__cause__, pydantic.ValidationError):
-                raise
-            wrong = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
-                              for e in error.__cause__.errors(include_url=False, include_input=False))
-            raise ToolError(f"Error executing tool {name}: {wrong}") from None
+            raise ToolError(gates.redacted(str(error))) from None  # the cause would carry the value on
 
 
 def build_server(operator: str | None = None) -> FastMCP:

@@ -55,7 +55,7 @@ class MemoryGroup(click.Group):
         try:
             return super().invoke(ctx)
         except (ValidationError, ScopeError) as error:
-            raise BadInput(str(error)) from error
+            raise BadInput(gates.redacted(str(error))) from error
         except click.ClickException as error:  # click's own usage errors quote the value they refused
             vars(error)["message"] = gates.redacted(error.message)  # click types the attribute Final
             raise
