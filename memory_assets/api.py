@@ -286,7 +286,7 @@ class Memory:
             block, tokens = bundle.render_prompt_block(shown)
             if task_id and tokens:
                 events.record_events(conn, project, task_id, [{"token": t, "kind": "injected", "channel": "prompt"}
-                                                              for t in tokens])
+                                                              for t in tokens], reader.name or None)
             return block
 
         return self._checked_by_first_answer("prompt_block", rendered)
@@ -310,21 +310,18 @@ class Memory:
         with self.connection() as conn, authz.scoped(conn, actor or authz.Actor.reader(project)):
             return bundle.latest_bundle(conn, project)
 
-    def record_events(self, project: str, task_id: str, items: list[dict[str, Any]]) -> int:
-        """Record injected/read/cited/followed events; one row per (task, unit, kind) under any concurrency;
-        none (0) under the kill switch."""
+    def record_events(self, project: str, task_id: str, items: list[dict[str, Any]],
+                      persona: str | None = None) -> int:
+        """Record injected/read/cited/followed events; one row per (task, unit, kind) under any concurrency; as
+        recall reads, only units private to none or to `persona`; none (0) under the kill switch."""
         with self.connection() as conn:
-            if events.killed(conn):
-                return 0
-            return events.record_events(conn, project, task_id, items)
+            return events.record_events(conn, project, task_id, items, persona)
 
-    def cite_from_text(self, project: str, task_id: str, text: str) -> list[str]:
-        """Record `cited` events for the mem-<n> tokens of this project found in an agent's output; none ([])
-        under the kill switch."""
+    def cite_from_text(self, project: str, task_id: str, text: str, persona: str | None = None) -> list[str]:
+        """Record `cited` events for the mem-<n> tokens of this project found in an agent's output, of units
+        private to none or to `persona`; none ([]) under the kill switch."""
         with self.connection() as conn:
-            if events.killed(conn):
-                return []
-            return events.cite_from_text(conn, project, task_id, text)
+            return events.cite_from_text(conn, project, task_id, text, persona)
 
     def effective_memory(self, task_id: str, epic_id: str | None = None) -> dict[str, Any]:
         """Whether memory is on for a task (task → epic → default; kill switch; holdout), recorded per task."""

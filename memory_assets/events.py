@@ -39,10 +39,13 @@ def task_key(value: object) -> str:
     return text
 
 
-def record_events(conn: psycopg.Connection[Any], project: str, task_id: str, events: list[dict[str, Any]]) -> int:
-    """Record events [{token, kind, channel?, provisional?, session_id?}]: one row per (task, unit, kind)."""
+def record_events(conn: psycopg.Connection[Any], project: str, task_id: str, events: list[dict[str, Any]],
+                  persona: str | None = None) -> int:
+    """Record events [{token, kind, channel?, provisional?, session_id?}]: one row per (task, unit, kind), only for
+    units `persona` reads (None: a reader naming no persona) and none under the kill switch."""
     project = gates.project_name(project)
     task_id = task_key(task_id)
+    persona = gates.identifier("persona", persona)
     recorded = 0
     with conn.transaction():
         for event in events:
@@ -53,26 +56,29 @@ def record_events(conn: psycopg.Connection[Any], project: str, task_id: str, eve
                 "task_id": task_id, "kind": event["kind"], "channel": event_id("channel", event.get("channel")),
                 "session_id": event_id("session_id", event.get("session_id")),
                 "provisional": bool(event.get("provisional", False)),
-                "project": project, "number": tokens.number_of(event.get("token", "")),
+                "project": project, "number": tokens.number_of(event.get("token", "")), "persona": persona,
             }).rowcount
     return recorded
 
 
-def cite_from_text(conn: psycopg.Connection[Any], project: str, task_id: str, text: str) -> list[str]:
-    """Find mem-<n> tokens in an agent's output and record `cited` events for units of this project only."""
+def cite_from_text(conn: psycopg.Connection[Any], project: str, task_id: str, text: str,
+                   persona: str | None = None) -> list[str]:
+    """Find mem-<n> tokens in an agent's output and record `cited` events for units of this project that `persona`
+    reads only; none under the kill switch."""
     project = gates.project_name(project)
     task_key(task_id)  # checked before the lookup, so a bad id is refused even when nothing is cited
+    persona = gates.identifier("persona", persona)
     if text is not None and not isinstance(text, str):
         raise ValidationError("text", f"must be a string, got {type(text).__name__}")
     numbers = list(dict.fromkeys(int(n) for n in re.findall(V.CITATION_PATTERN, text or "")))
     if not numbers:  # nothing cited: no lookup (ledger/insert_staged.sql says why an empty list must not be sent)
         return []
-    existing = {r[0] for r in conn.execute(
-        "SELECT number FROM memory_units WHERE project = %s AND number = ANY (%s) AND status <> %s",
-        (project, numbers, V.STATUS_FORGOTTEN)).fetchall()}
+    existing = {r[0] for r in conn.execute(query("events/cited_numbers"), {
+        "project": project, "numbers": numbers, "forgotten": V.STATUS_FORGOTTEN, "persona": persona}).fetchall()}
     cited = [tokens.token_of(n) for n in numbers if n in existing]
     if cited:  # tokens of other projects or none: no events, no empty transaction
-        record_events(conn, project, task_id, [{"token": t, "kind": "cited", "channel": "text"} for t in cited])
+        record_events(conn, project, task_id, [{"token": t, "kind": "cited", "channel": "text"} for t in cited],
+                      persona)
     return cited
 
 

@@ -87,9 +87,9 @@ def flag(project: str, token: str, task_id: str, persona: str | None = None) -> 
     return memory().flag(project, token, task_id, persona=persona)
 
 
-def cite(project: str, task_id: str, text: str) -> dict[str, Any]:
-    """Record which mem-<n> tokens of this project an answer cites."""
-    return {"cited": memory().cite_from_text(project, task_id, text)}
+def cite(project: str, task_id: str, text: str, persona: str | None = None) -> dict[str, Any]:
+    """Record which mem-<n> tokens of this project an answer cites, as a persona (to reach its private units)."""
+    return {"cited": memory().cite_from_text(project, task_id, text, persona)}
 
 
 TOOLS = (remember, recall, confirm, flag, cite)

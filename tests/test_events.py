@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from bench.recall_stages import round_trips
-from memory_assets import events, gates
+from memory_assets import authz, events, gates
 from memory_assets.errors import ValidationError
 
 
@@ -48,6 +48,33 @@ def test_a_citation_of_another_projects_token_records_nothing(mem, conn):
     assert mem.cite_from_text("acme", "T-3", "per mem-2 of the other project") == []
     rows = conn.execute("SELECT project, kind FROM memory_events").fetchall()
     assert rows == [("acme", "cited")]
+
+
+def test_an_event_reaches_a_private_unit_only_as_its_persona(mem, conn):
+    """An event stamps a unit's last use, which keeps it alive in decay: anyone in the project could cite or record a
+    read on a unit private to another persona by its token. Events read units as recall does."""
+    hers = mem.remember(project="acme", kind="env", type="semantic", title="Ana's login", persona="ana",
+                        visibility="private", body="Ana logs in to staging through the bastion host.").token
+    shared = mem.remember(project="acme", kind="env", type="semantic", title="Deploy day",
+                          body="We deploy on Mondays because the team is complete then.").token
+    text = f"as {hers} and {shared} say"
+    for persona in (None, "bo"):
+        assert mem.cite_from_text("acme", "T-1", text, persona=persona) == [shared]
+        assert mem.record_events("acme", f"T-{persona}", [{"token": hers, "kind": "read"}], persona=persona) == 0
+    assert conn.execute("SELECT count(*) FROM memory_events e JOIN memory_units u ON u.id = e.unit_id "
+                        "WHERE u.number = %s", (int(hers[4:]),)).fetchone()[0] == 0
+    assert conn.execute("SELECT last_used_at FROM memory_units WHERE number = %s",
+                        (int(hers[4:]),)).fetchone()[0] is None
+    assert mem.cite_from_text("acme", "T-2", text, persona="ana") == [hers, shared]
+    assert mem.record_events("acme", "T-2", [{"token": hers, "kind": "read"}], persona="ana") == 1
+    with pytest.raises(ValidationError, match=r"^persona: "):
+        mem.cite_from_text("acme", "T-3", text, persona="ana bo")
+    # a prompt block records its injections as its reader: her block reaches her unit
+    ana = authz.Actor.reader("acme", "ana")
+    assert hers in mem.prompt_block("acme", query="staging bastion login", task_id="T-4", actor=ana)
+    assert conn.execute("SELECT count(*) FROM memory_events e JOIN memory_units u ON u.id = e.unit_id "
+                        "WHERE e.task_id = 'T-4' AND e.kind = 'injected' AND u.number = %s",
+                        (int(hers[4:]),)).fetchone()[0] == 1
 
 
 TASK, EPIC, DEFAULT = ("on", "off", None), ("on", "off", None, "no-epic"), ("on", "off")

@@ -55,6 +55,10 @@ def test_mcp_client_round_trips_remember_recall_forget(clean):
             assert (await call("recall", project="acme", query="staging bastion"))["hits"] == []
             found = await call("recall", project="acme", query="staging bastion", persona="ana")
             assert [h["token"] for h in found["hits"]] == [mine["token"]]
+            cited = f"per {mine['token']}"
+            assert (await call("cite", project="acme", task_id="T-bo", text=cited, persona="bo"))["cited"] == []
+            assert (await call("cite", project="acme", task_id="T-ana", text=cited, persona="ana"))["cited"] == [
+                mine["token"]]
             before = await call("recall", project="acme", query="staging bastion", persona="ana", as_of="2000-01-01")
             assert before["hits"] == []
             assert (await call("recall", project="acme", query="staging bastion", persona="ana",
