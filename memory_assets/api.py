@@ -306,9 +306,14 @@ class Memory:
 
     def bundle(self, project: str, actor: authz.Actor | None = None) -> dict[str, Any] | None:
         """The project's latest stored bundle, the one agents read, if `actor` (default: a reader of the project)
-        may read the project; None before the first compile."""
-        with self.connection() as conn, authz.scoped(conn, actor or authz.Actor.reader(project)):
-            return bundle.latest_bundle(conn, project)
+        may read the project; None before the first compile, and one with no units, marked off, under the kill
+        switch."""
+        project = gates.project_name(project)
+        with self.connection() as conn:
+            if events.killed(conn):
+                return {"v": V.BUNDLE_VERSION, "project": project, "units": [], V.MEMORY_OFF: True}
+            with authz.scoped(conn, actor or authz.Actor.reader(project)):
+                return bundle.latest_bundle(conn, project)
 
     def record_events(self, project: str, task_id: str, items: list[dict[str, Any]],
                       persona: str | None = None) -> int:

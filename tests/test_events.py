@@ -165,6 +165,7 @@ def test_the_kill_switch_stops_every_write_block_and_event(mem, conn):
     assert mem.prompt_block("acme") == ""
     assert mem.prompt_block("acme", query="cache warm-up") == ""
     assert mem.prompt_block("acme", task_id="T-1") == ""
+    assert mem.bundle("acme") == {"v": 1, "project": "acme", "units": [], "off": True}  # what agents read: none
     assert mem.cite_from_text("acme", "T-1", f"as {token} says") == []
     assert mem.record_events("acme", "T-1", [{"token": token, "kind": "read"}]) == 0
     # votes too (they counted under the kill switch before: a review's finding)
@@ -180,5 +181,6 @@ def test_the_kill_switch_stops_every_write_block_and_event(mem, conn):
 
     mem.set_switch("kill", "", "off")
     assert mem.prompt_block("acme").startswith("<memories>")
+    assert [u["id"] for u in mem.bundle("acme")["units"]] == [token]
     assert mem.cite_from_text("acme", "T-1", f"as {token} says") == [token]
     assert [h.token for h in mem.recall("acme", "cache warm-up")] == [token]
