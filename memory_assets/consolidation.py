@@ -15,6 +15,7 @@ import psycopg
 from memory_assets import gates, lifecycle
 from memory_assets import vocabulary as V
 from memory_assets.database import one, query
+from memory_assets.errors import ValidationError
 from memory_assets.ledger import capture
 
 log = logging.getLogger(__name__)
@@ -47,9 +48,10 @@ def central_member(rows: list[tuple[Any, ...]], members: list[int], vectors: np.
 
 
 def shared_keywords(rows: list[tuple[Any, ...]], members: list[int]) -> list[str]:
-    """The words most members share, by count then alphabetically: the same list under any hash seed."""
+    """The words most members share, by count then alphabetically: the same list under any hash seed; never one
+    longer than a keyword may be (a unit's 256-letter word would make its cluster's summary invalid)."""
     counts = Counter(w for m in members for w in gates.word_tokens(rows[m][3] + " " + rows[m][4])
-                     if w not in V.STOPWORDS and len(w) > 2 and not w.isdigit())
+                     if w not in V.STOPWORDS and 2 < len(w) <= V.ITEM_MAX_CHARS and not w.isdigit())
     ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     return [w for w, n in ranked[: V.CONSOLIDATION_KEYWORDS] if n >= len(members) / 2]
 
@@ -80,6 +82,7 @@ def draft(rows: list[tuple[Any, ...]], members: list[int], vectors: np.ndarray[A
     members = sorted(members, key=lambda m: rows[m][1])
     if summarizer:
         title, body = summarizer([f"{rows[m][3]}\n{rows[m][4]}" for m in members])
+        body = body[: V.BODY_MAX_CHARS]
         keywords: list[str] = []
     else:
         title, body, keywords = extract(rows, members, vectors)
@@ -128,12 +131,18 @@ def consolidate_week(conn: psycopg.Connection[Any], model_key: str, week_start: 
 
 def summarise(conn: psycopg.Connection[Any], project: str, week_start: date, number: int,
               cluster: Draft) -> Any:
-    """Remember one cluster's summary and link it to its members; its unit id, or None (forgotten content)."""
+    """Remember one cluster's summary and link it to its members; its unit id, or None (forgotten content, or a
+    summary that is no valid unit: that cluster is skipped, never the week of every project)."""
     key = hashlib.sha256("|".join(sorted(str(i) for i in cluster.members)).encode()).hexdigest()[:16]
-    candidate = gates.validate(
-        project=project, kind=cluster.kind, type="semantic", title=cluster.title[: V.TITLE_MAX_CHARS],
-        body=cluster.body, keywords=cluster.keywords, feed=V.FEED_CONSOLIDATION,
-        task_id=f"{V.FEED_CONSOLIDATION}:{week_start}:{key}", confidence=V.ACTIVE_FROM_CONFIDENCE)
+    try:
+        candidate = gates.validate(
+            project=project, kind=cluster.kind, type="semantic", title=cluster.title[: V.TITLE_MAX_CHARS],
+            body=cluster.body, keywords=cluster.keywords, feed=V.FEED_CONSOLIDATION,
+            task_id=f"{V.FEED_CONSOLIDATION}:{week_start}:{key}", confidence=V.ACTIVE_FROM_CONFIDENCE)
+    except ValidationError as refused:
+        log.warning("consolidation skipped a cluster of project %s: its summary's %s is invalid", project,
+                    refused.field)
+        return None
     result = capture.remember(conn, candidate)
     if result.unit_id is None:
         return None

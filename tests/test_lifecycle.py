@@ -260,6 +260,35 @@ def test_a_configured_summariser_writes_the_consolidated_text(mem, conn, embedde
     assert conn.execute("SELECT body FROM memory_units WHERE type = 'semantic'").fetchone()[0].startswith("Offsite")
 
 
+def test_a_summary_that_is_no_valid_unit_skips_its_cluster_not_the_week_of_every_project(mem, conn, embedder, today):
+    """A 256-letter word shared by a project's episodes became a keyword longer than a keyword may be: the summary's
+    validation failed and took the whole week down, every project's consolidation and the day's graph after it. So
+    did a summariser's body longer than a unit's."""
+    long_word = "aardvark" * 32
+    for project, extra in (("aaa-victim", ""), ("zzz-evil", f" {long_word}")):
+        for i, (title, body) in enumerate(FLIGHTS):
+            mem.remember(project=project, kind="note", type="episodic", title=title, body=body + extra,
+                         task_id=f"T-{i}")
+    embed_all(conn, embedder)
+    week = today - timedelta(days=today.weekday())
+    counts = consolidation.consolidate_week(conn, T1, week)
+    assert (counts["projects"], counts["clusters"], counts["skipped"]) == (2, 2, 0)
+    keywords = conn.execute("SELECT keywords FROM memory_units WHERE project = 'zzz-evil' AND type = 'semantic'")
+    assert long_word not in keywords.fetchone()[0]
+
+    def rambling(texts):
+        return "Berlin flights delayed", "Fog. " * 1000
+
+    counts = consolidation.consolidate_week(conn, T1, week, summarizer=rambling)
+    assert (counts["projects"], counts["clusters"]) == (2, 2)  # the body cut to a unit's length
+
+    def invalid(texts):
+        return "Berlin\x00flights", "A title no unit may carry."
+
+    counts = consolidation.consolidate_week(conn, T1, week, summarizer=invalid)
+    assert (counts["projects"], counts["clusters"], counts["skipped"]) == (2, 0, 2)
+
+
 # --- Forget reaches derived text (issue #13) -------------------------------------------------
 
 FLIGHTS = [(f"Flight {i} to Berlin delayed", f"Flight #{i} to Berlin for the offsite was delayed by fog.")
