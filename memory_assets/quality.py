@@ -34,12 +34,13 @@ def units_with_wrong_audience(conn: psycopg.Connection[Any]) -> list[str]:
 
 
 def units_with_secrets(conn: psycopg.Connection[Any]) -> list[Any]:
-    """Ids of live units on which the secret gate fires today."""
+    """Ids of units holding text on which the secret gate fires today, read as it read them when they were written:
+    their text with their sources' ids."""
     offending = []
-    with conn.transaction(), conn.cursor(name="live_units_secret_scan") as cur:
-        cur.execute(query("quality/live_unit_texts"))
-        for unit_id, title, body, paths, keywords in cur:
-            if gates.has_secret("\n".join([title, body, *paths, *keywords])):
+    with conn.transaction(), conn.cursor(name="stored_units_secret_scan") as cur:
+        cur.execute(query("quality/stored_unit_texts"))
+        for unit_id, title, body, paths, keywords, provenance_ids in cur:
+            if gates.has_secret("\n".join([title, body, *paths, *keywords, *provenance_ids])):
                 offending.append(unit_id)
     return offending
 

@@ -8,7 +8,7 @@ from memory_assets.defs.partitions import daily, days_of
 from memory_assets.resources import PostgresResource
 
 NO_DUPLICATE_LIVE_UNITS = "no_duplicate_live_units"
-NO_SECRETS_IN_LIVE_UNITS = "no_secrets_in_live_units"
+NO_SECRETS_IN_STORED_UNITS = "no_secrets_in_stored_units"
 PRIVATE_UNITS_KEEP_THEIR_AUDIENCE = "private_units_keep_their_audience"
 LEDGER_EXPECTATIONS = "ledger_units_expectations"
 
@@ -24,9 +24,10 @@ def no_duplicate_live_units(postgres: PostgresResource) -> dg.AssetCheckResult:
     )
 
 
-@dg.asset_check(asset=ledger_units, name=NO_SECRETS_IN_LIVE_UNITS, blocking=True, partitions_def=daily)
-def no_secrets_in_live_units(postgres: PostgresResource) -> dg.AssetCheckResult:
-    """Re-runs the secret gate over every live unit: a hit means a detector changed or a path bypassed the gate."""
+@dg.asset_check(asset=ledger_units, name=NO_SECRETS_IN_STORED_UNITS, blocking=True, partitions_def=daily)
+def no_secrets_in_stored_units(postgres: PostgresResource) -> dg.AssetCheckResult:
+    """Re-runs the secret gate over every unit holding text, with its sources' ids: a hit means a detector changed or
+    a path bypassed the gate."""
     with postgres.memory().connection() as conn:
         offending = quality.units_with_secrets(conn)
     return dg.AssetCheckResult(

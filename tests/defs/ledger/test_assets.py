@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import dagster as dg
 import psycopg
+import pytest
 
 from memory_assets import vocabulary as V
 from memory_assets.defs import runner
@@ -48,7 +49,7 @@ def test_materialising_a_day_folds_the_inbox_and_rematerialising_changes_nothing
     assert metadata["units_inserted"].value == 2 and metadata["sources_linked"].value == 3
     assert metadata["rejections_by_reason"].data == {"decision_kind": 1}
     checks = {e.check_name: e.passed for e in results[0].get_asset_check_evaluations()}
-    assert checks == {"no_duplicate_live_units": True, "no_secrets_in_live_units": True,
+    assert checks == {"no_duplicate_live_units": True, "no_secrets_in_stored_units": True,
                       "private_units_keep_their_audience": True, "ledger_units_expectations": True}
     first = snapshot(mem.url)
     for _ in range(2):
@@ -63,9 +64,32 @@ def test_secret_check_fails_on_a_unit_that_bypassed_the_gate(mem):
         # simulate a writer that bypassed the gate (an old import, a detector added later)
         conn.execute("UPDATE memory_units SET body = body || ' AKIA' || 'Q3ZX7KD4LMNPW2RT'")
         conn.commit()
-    from memory_assets.defs.ledger.checks import no_secrets_in_live_units
+    from memory_assets.defs.ledger.checks import no_secrets_in_stored_units
 
-    result = no_secrets_in_live_units(postgres=PostgresResource(database_url=mem.url))
+    result = no_secrets_in_stored_units(postgres=PostgresResource(database_url=mem.url))
+    assert not result.passed and result.metadata["units_with_secrets"].value == 1
+
+
+@pytest.mark.parametrize("where", ["source_id", "superseded_body"])
+def test_secret_check_reads_what_the_gate_read_of_every_unit_holding_text(mem, where):
+    """The gate reads a candidate's provenance ids with its text, and a superseded unit is still served as_of: the
+    check read only live units' text, so a credential in a source's task id or a superseded body passed it."""
+    old = mem.remember(project="acme", kind="env", type="semantic", title="Build cache",
+                       body="The build cache lives on NFS because local disks are small.", task_id="T-1")
+    from memory_assets.defs.ledger.checks import no_secrets_in_stored_units
+
+    check = lambda: no_secrets_in_stored_units(postgres=PostgresResource(database_url=mem.url))  # noqa: E731
+    assert check().passed
+    with mem.connection() as conn:  # a writer that bypassed the gate (an old import, a detector added later)
+        if where == "source_id":
+            conn.execute("UPDATE memory_sources SET task_id = 'AKIA' || 'Q3ZX7KD4LMNPW2RT'")
+        else:
+            conn.execute("UPDATE memory_units SET body = body || ' AKIA' || 'Q3ZX7KD4LMNPW2RT'")
+        conn.commit()
+    if where == "superseded_body":
+        assert mem.remember(project="acme", kind="env", type="semantic", title="Build cache", supersedes=old.token,
+                            body="The build cache lives on local SSDs since 2026.").status == "active"
+    result = check()
     assert not result.passed and result.metadata["units_with_secrets"].value == 1
 
 
