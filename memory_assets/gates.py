@@ -505,6 +505,16 @@ PREFIXED_SECRET_PATTERNS = {
     "digitalocean_token": r"do[opr]_v1_[a-f0-9]{64}",
     "databricks_token": r"dapi[a-f0-9]{32}",
     "age_secret_key": r"AGE-SECRET-KEY-1[0-9A-Z]{58}",
+    # hex or upper-case bodies, which the random-run check lets pass as hashes: only their prefix tells them apart
+    "pulumi_token": r"pul-[a-f0-9]{40}",
+    "supabase_token": r"sbp_[a-f0-9]{40}",
+    "rubygems_token": r"rubygems_[a-f0-9]{48}",
+    "postman_key": r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}",
+    "new_relic_key": r"NRAK-[A-Z0-9]{27}",
+    "dynatrace_token": r"dt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}",
+    "terraform_cloud_token": r"\.atlasv1\.[A-Za-z0-9_=-]{60,70}",  # <14 letters and digits>.atlasv1.<body>
+    "figma_token": r"figd_[A-Za-z0-9_-]{40,}",
+    "clickup_token": r"pk_[0-9]{6,10}_[0-9A-Z]{32}",
     "jwt": r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
 }
 EXTRA_SECRET_PATTERNS = {
@@ -520,6 +530,9 @@ EXTRA_SECRET_PATTERNS = {
                              r"\s*[:=]\s*['\"]?(?=[^\s'\"]*\d)[A-Za-z0-9+/=_.\-]{8,}",
     "password_field": rf"(?i)(?<![A-Za-z0-9]){_KEYWORD}\s*:\s*['\"]?(?=[^\s'\";,]*[0-9\W_])[^\s'\";,]{{6,}}",
     "credential_url": r"\b[a-z][a-z0-9+.-]*://[^\s:/@]+:[^\s/@]+@[^\s]+",
+    # a prefix common in prose ("key-value"), so kept to a whole word with a digit in it
+    "mailgun_key": r"(?<![A-Za-z0-9])(?:pub)?key-(?=[a-z]{0,31}[0-9])[0-9a-z]{32}(?![0-9a-z])",
+    "asana_token": r"/[0-9]{16}(?:/[0-9]{16})?:[a-f0-9]{32}(?![a-f0-9])",  # 1/<16 digits>:<32 hex>
     "connection_string_password": r"(?i)\b(?:password|pwd)\s*=\s*[^;\s]{3,}\s*;",
 }
 Screen = Callable[[str], object]
