@@ -105,7 +105,10 @@ _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 
 def redacted(message: str) -> str:
     """A message that may quote what a caller typed (every error the CLI and the MCP server hand back), each quoted
-    value that holds a credential replaced; one whose credential is not quoted is replaced whole."""
+    value that holds a credential replaced, and one too long to quote (click quotes a refused value whole) counted;
+    one whose credential is not quoted is replaced whole."""
+    message = _QUOTED.sub(lambda quoted: quoted.group(0) if len(quoted.group(0)) <= V.ERROR_QUOTE_MAX_CHARS
+                          else f"(a value of {len(quoted.group(0)) - 2} characters, not shown)", message)
     if not has_secret(message):
         return message
     message = _QUOTED.sub(lambda quoted: "(not shown)" if has_secret(quoted.group(0)) else quoted.group(0), message)
@@ -526,14 +529,16 @@ EXTRA_SECRET_PATTERNS = {
     "openai_key": r"(?<![A-Za-z0-9])sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}",
     # KEYWORD= value, also as the tail of an environment name (HEROKU_API_KEY=, DB_PASSWORD=)
     "password_assignment": rf"(?i)(?<![A-Za-z0-9]){_KEYWORD}\s*=\s*['\"]?(?=[^\s'\";,]*[A-Za-z0-9])[^\s'\";,]{{4,}}",
-    "env_secret_assignment": r"(?i)(?<![A-Za-z0-9])(?:[A-Za-z0-9]+_)+(?:key|token|secret|password|passwd|pwd)"
-                             r"\s*[:=]\s*['\"]?(?=[^\s'\"]*\d)[A-Za-z0-9+/=_.\-]{8,}",
+    # the name's last "_" after a letter or digit: matching the whole name from its start backtracked through every
+    # "_" of a long run, quadratic in it (an attacker's pass: 2 s for 14 kB of "a_"); lookaheads read a bounded run
+    "env_secret_assignment": r"(?i)(?<=[A-Za-z0-9])_(?:key|token|secret|password|passwd|pwd)"
+                             r"\s*[:=]\s*['\"]?(?=[^\s'\"]{0,256}\d)[A-Za-z0-9+/=_.\-]{8,}",
     "password_field": rf"(?i)(?<![A-Za-z0-9]){_KEYWORD}\s*:\s*['\"]?(?=[^\s'\";,]*[0-9\W_])[^\s'\";,]{{6,}}",
     "credential_url": r"\b[a-z][a-z0-9+.-]*://[^\s:/@]+:[^\s/@]+@[^\s]+",
     # a prefix common in prose ("key-value"), so kept to a whole word with a digit in it
     "mailgun_key": r"(?<![A-Za-z0-9])(?:pub)?key-(?=[a-z]{0,31}[0-9])[0-9a-z]{32}(?![0-9a-z])",
     "asana_token": r"/[0-9]{16}(?:/[0-9]{16})?:[a-f0-9]{32}(?![a-f0-9])",  # 1/<16 digits>:<32 hex>
-    "connection_string_password": r"(?i)\b(?:password|pwd)\s*=\s*[^;\s]{3,}\s*;",
+    "connection_string_password": r"(?i)\b(?:password|pwd)\s*=\s*[^;\s]{3,256}\s*;",
 }
 Screen = Callable[[str], object]
 _EXTRA = {name: re.compile(pattern) for name, pattern in EXTRA_SECRET_PATTERNS.items()}

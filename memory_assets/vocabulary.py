@@ -29,6 +29,7 @@ ITEM_MAX_CHARS = 200  # one path, keyword or persona
 PROJECT_MAX_CHARS = 64
 PROJECT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 ID_MAX_CHARS = 200  # task, session, feed, persona, model, commit ids
+ERROR_QUOTE_MAX_CHARS = 200  # a value an error message quotes back: past this it is only counted, never scanned whole
 SOURCE_TEXT_MAX_CHARS = 1_000_000
 
 # who may recall a contribution: every reader of the project, or only the persona that contributed it
@@ -124,7 +125,9 @@ STOPWORDS = frozenset(["a", "an", "the", "and", "or", "but", "of", "to", "in", "
 
 # --- Secret detection -----------------------------------------------------------------------
 # detect-secrets plugins that are not about secrets (a public IP is not a credential).
-SECRET_PLUGINS_EXCLUDED = ("IPPublicDetector",)
+# IPs are no secret; detect-secrets' OpenAI pattern is quadratic in a run of "sk-a" and finds nothing our openai_key
+# pattern misses (every sk- key it names starts so)
+SECRET_PLUGINS_EXCLUDED = ("IPPublicDetector", "OpenAIDetector")
 # An unquoted run of base64 characters is a credential when it is at least this long, has upper and lower case
 # letters and a digit, breaks into short segments (a segment: a capital and its lower-case letters, a run of capitals,
 # digits or symbols; random base64 of 24-64 chars: mean <= 2.67 in 99 % of draws; CamelCase identifiers and paths:

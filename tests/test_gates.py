@@ -287,6 +287,25 @@ def test_a_secret_is_never_quoted_back_in_an_error():
     assert token[4:] not in str(error.value)
 
 
+@pytest.mark.parametrize("run", ["a_", "pwd=", "a_key=", "sk-aT3BlbkFJ", "'pwd\"", "key-", "://a:"])
+def test_the_secret_gate_stays_linear_on_the_largest_candidate_of_a_repeated_run(run):
+    """Regression (an attacker's pass): a name's run of "a_" made one pattern backtrack through every "_" (4 s for
+    a 14 kB candidate within every limit, the GIL held throughout, and again at every run of the blocking check)."""
+    filled = [(f"p{i:02d}" + run * 200)[: V.ITEM_MAX_CHARS] for i in range(V.KEYWORDS_MAX)]
+    hostile = candidate(title="key x://y token password secret aws", body=(run * V.BODY_MAX_CHARS)[: V.BODY_MAX_CHARS],
+                        paths=filled[: V.PATHS_MAX], keywords=filled)
+    started = time.perf_counter()
+    gates.gate(hostile)
+    assert time.perf_counter() - started < 1.0  # 2-4 s before; ~0.1 s now
+
+
+def test_an_error_never_quotes_back_a_value_too_long_to_read():
+    """click quotes a refused value whole: a 100 kB one was scanned whole (minutes) and echoed back."""
+    message = gates.redacted("Invalid value for '--confidence': '" + "key " + "a_" * 50_000 + "' is not a number.")
+    assert message == "Invalid value for '--confidence': (a value of 100004 characters, not shown) is not a number."
+    assert gates.redacted("Invalid value for '--k': 'ten'") == "Invalid value for '--k': 'ten'"
+
+
 def test_the_verbatim_gate_is_linear_and_its_input_capped():
     """An adversarial source (the one difflib needed 102 s for) gates in far under the bound, at the cap too."""
     body = ("ab" * 600)[: V.BODY_MAX_CHARS]
