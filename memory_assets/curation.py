@@ -140,6 +140,7 @@ def decide(conn: psycopg.Connection[Any], project: str, token: str, decision: st
                               f"must be one of {', '.join(V.REVIEW_DECISIONS)} (got {gates.shown(decision)})")
     if (decision == "supersede") != (target is not None):
         raise ValidationError("target", "supersede needs the token of the unit it replaces, and only supersede")
+    audit.kept("actor", actor)  # stored as updated_by and audited: checked before the unit is locked
     with conn.transaction():
         unit_id = tokens.unit_id_of(conn, project, token)
         row = conn.execute("SELECT status FROM memory_units WHERE id = %s FOR UPDATE", (unit_id,)).fetchone()

@@ -50,6 +50,7 @@ def forget(conn: psycopg.Connection[Any], project: str, token: str, actor: authz
     if not actor.may("forget", project):
         raise ScopeError(f"forget: actor {actor.name} has no forget scope on project {project}")
     number = tokens.number_of(token)
+    reason = audit.kept("reason", reason)  # before any lock: an agent's reason of any size was scanned under them
     with conn.transaction():
         hold_derivations(conn, project)
         conn.execute(query("lifecycle/hold_folds"), {"project": project})

@@ -29,6 +29,7 @@ ITEM_MAX_CHARS = 200  # one path, keyword or persona
 PROJECT_MAX_CHARS = 64
 PROJECT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 ID_MAX_CHARS = 200  # task, session, feed, persona, model, commit ids
+AUDIT_TEXT_MAX_CHARS = 500  # an actor or a reason the audit log keeps (a forget's reason comes from an agent)
 ERROR_QUOTE_MAX_CHARS = 200  # a value an error message quotes back: past this it is only counted, never scanned whole
 SOURCE_TEXT_MAX_CHARS = 1_000_000
 

@@ -110,6 +110,19 @@ def test_forget_leaves_no_text_anywhere_even_after_rematerialising(mem, conn, st
     assert quality.tombstones_with_text(conn) == []
 
 
+def test_a_forget_reason_past_its_limit_is_refused_before_any_lock(mem, conn):
+    """Regression (an attacker's pass): an agent's reason of any size reached the audit log, and was scanned for
+    credentials while the forget held the project's locks (13 s for another forget to wait)."""
+    token = note(mem, "Cache", "The cache is warmed at 06:00 because traffic peaks at 07:00.").token
+    with pytest.raises(ValidationError, match=rf"^reason: at most {V.AUDIT_TEXT_MAX_CHARS} characters"):
+        mem.forget("acme", token, FORGETTER, reason="key " + "a_" * 20_000)
+    with pytest.raises(ValidationError, match=r"^reason: must be a string"):
+        mem.forget("acme", token, FORGETTER, reason=["asked"])
+    assert mem.unit("acme", token)["status"] == "active"
+    mem.forget("acme", token, FORGETTER, reason="r" * V.AUDIT_TEXT_MAX_CHARS)
+    assert conn.execute("SELECT length(reason) FROM audit_log WHERE action = 'forget'").fetchone()[0] == 500
+
+
 def test_twenty_concurrent_confirms_from_one_task_count_once(mem, conn):
     token = note(mem, "Fact", "The build server restarts on Sundays.").token
     barrier = threading.Barrier(20)
