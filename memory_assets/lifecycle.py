@@ -14,10 +14,16 @@ from memory_assets.errors import ScopeError, ValidationError
 
 
 def supersede(conn: psycopg.Connection[Any], new_id: Any, old_id: Any, actor: str = "api") -> None:
-    """Make `new_id` replace `old_id`: the old row is closed (valid_until, superseded) and stays queryable as_of."""
+    """Make `new_id` replace `old_id` (in the caller's transaction): the old row is closed (valid_until, superseded)
+    and stays queryable as_of. The new unit must be live and replace nothing yet, so a chain stays one line: a
+    write whose text is a duplicate of a unit that already replaces another cannot re-point it."""
     if str(new_id) == str(old_id):
         raise ValidationError("supersedes", "a unit cannot supersede itself")
     ids = {"new_id": new_id, "old_id": old_id}
+    locked = {row[0]: row[1:] for row in conn.execute(query("lifecycle/lock_supersession"), ids)}
+    live, replaces = locked.get(str(new_id), (False, None))
+    if not live or replaces is not None:
+        raise ValidationError("supersedes", "the replacing unit is no longer live or already replaces another unit")
     if conn.execute(query("lifecycle/supersession_cycle"), ids).fetchone():
         raise ValidationError("supersedes", "would create a supersession cycle")
     narrower = conn.execute(query("lifecycle/narrows_audience"), ids).fetchone()

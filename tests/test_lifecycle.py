@@ -14,6 +14,7 @@ import pytest
 
 from memory_assets import authz, consolidation, decay, gates, lifecycle, quality
 from memory_assets import vocabulary as V
+from memory_assets.database import query
 from memory_assets.defs import runner
 from memory_assets.errors import ScopeError, ValidationError
 from memory_assets.ledger import capture
@@ -36,7 +37,7 @@ def test_supersession_via_remember_keeps_history_both_ways(mem, conn, embedder):
     assert chain == [first.token, second.token, third.token]
     with pytest.raises(ValidationError, match="not live"):   # a closed unit cannot be superseded again
         note(mem, "Standup at 12", "The daily standup moved to 12:00 UTC.", supersedes=first.token)
-    with pytest.raises(ValidationError, match="cycle"), conn.transaction():
+    with pytest.raises(ValidationError, match="no longer live"), conn.transaction():  # a cycle: refused before
         lifecycle.supersede(conn, first.unit_id, third.unit_id)
     assert quality.supersession_problems(conn) == ([], [])
     embed_all(conn, embedder)
@@ -46,6 +47,64 @@ def test_supersession_via_remember_keeps_history_both_ways(mem, conn, embedder):
 
 
 SECRET_FACT = dict(title="Blue heron protocol", body="The blue heron protocol rotates the lab keys every full moon.")
+
+
+def supersede_at_once(mem, start: threading.Barrier, title: str, text: str, old: str) -> str:
+    start.wait()
+    try:
+        return note(mem, title, text, supersedes=old).status
+    except ValidationError as refused:
+        return str(refused)
+
+
+def test_crossed_supersedes_through_duplicates_leave_one_live_unit_and_no_cycle(mem, conn):
+    """Regression (an attacker's pass): X replaced by Y's text while Y was replaced by X's text, at once. Both
+    writes were duplicates, so each linked the other unit: both cycle checks ran before either committed, the fact
+    was left with no live unit, and its history walked the cycle for ever (or the two deadlocked)."""
+    for i in range(6):
+        title, texts = f"Cache size {i}", [f"The cache of worker {i} holds {n} entries." for n in (512, 1024)]
+        x, y = (note(mem, title, text) for text in texts)
+        start = threading.Barrier(2)
+        with ThreadPoolExecutor(2) as pool:  # each write duplicates the unit the other one closes
+            crossed = [pool.submit(supersede_at_once, mem, start, title, text, old)
+                       for text, old in zip(reversed(texts), (x.token, y.token), strict=True)]
+            outcomes = sorted(c.result() for c in crossed)
+        assert outcomes == ["duplicate", "supersedes: the replacing unit is no longer live or already replaces "
+                                         "another unit"]
+        live = conn.execute("SELECT count(*) FROM memory_units WHERE title = %s AND status = 'active'",
+                            (title,)).fetchone()[0]
+        assert live == 1
+        assert len(mem.history("acme", x.token)) == 2
+    assert quality_cycles(conn) == []
+
+
+def test_a_duplicate_that_already_replaces_a_unit_cannot_be_re_pointed(mem, conn):
+    """Regression: a write duplicating b (which replaced a) with supersedes=c moved b's link from a to c, and a's
+    history lost its successor."""
+    a = note(mem, "Port of the API", "The API listens on port 8080.")
+    b = note(mem, "Port of the API", "The API listens on port 9090.", supersedes=a.token)
+    c = note(mem, "Timeout of the API", "The API times out after 30 seconds.")
+    with pytest.raises(ValidationError, match=r"^supersedes: the replacing unit is no longer live or already"):
+        note(mem, "Port of the API", "The API listens on port 9090.", supersedes=c.token)
+    assert [h["token"] for h in mem.history("acme", a.token)] == [a.token, b.token]
+    assert mem.unit("acme", c.token)["status"] == "active"
+
+
+def test_history_ends_on_a_cycle_left_behind(mem, conn):
+    """A cycle (from a bug or a manual edit) must not make history, or the next supersede's check, walk for ever."""
+    x = note(mem, "Cache", "The cache holds 512 entries.")
+    y = note(mem, "Cache", "The cache holds 1024 entries.", supersedes=x.token)
+    conn.execute("UPDATE memory_units SET supersedes_id = (SELECT id FROM memory_units WHERE number = 2) "
+                 "WHERE number = 1")
+    conn.commit()
+    assert sorted(h["token"] for h in mem.history("acme", x.token)) == [x.token, y.token]
+    assert note(mem, "Cache", "The cache holds 4096 entries.", supersedes=y.token).status == "active"
+    on_cycle = {str(r[0]) for r in conn.execute("SELECT id FROM memory_units WHERE number IN (1, 2)")}
+    assert set(quality_cycles(conn)) == on_cycle  # the quality probe finds what is left
+
+
+def quality_cycles(conn):
+    return [r[0] for r in conn.execute(query("quality/supersession_cycles")).fetchall()]
 
 
 def test_a_private_unit_cannot_supersede_what_more_readers_see(mem, conn):
