@@ -60,6 +60,7 @@ INBOX_FORGOTTEN = "forgotten"
 # changed since the gates read it (the caller reads it again and gates anew, up to REMEMBER_CANON_ATTEMPTS times)
 CANON_CHANGED = "canon_changed"
 REMEMBER_CANON_ATTEMPTS = 5
+CORRECT_ATTEMPTS = 5  # a correction read again when another changed the unit's text between its read and its write
 CANON_PROJECTS_KEPT = 1024  # projects whose canon (token hashes, with its version) a process keeps for its writes
 
 # --- Initial status policy ------------------------------------------------------------------

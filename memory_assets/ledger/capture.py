@@ -381,36 +381,50 @@ def fold_dropping_refused(conn: psycopg.Connection[Any], *, day: date | None = N
 def correct(conn: psycopg.Connection[Any], project: str, token: str, *, title: str | None = None,
             body: str | None = None, keywords: list[str] | None = None, actor: str = "api") -> int:
     """Correct a unit's text in place (same fact, better words): gated again; the revision rises, old vectors die.
-    A forgotten unit is refused: its tombstone never takes text again."""
+    A forgotten unit is refused: its tombstone never takes text again. The fields it leaves are the ones it read,
+    written only if the unit's text is still that revision (else read and gated again), so two corrections of
+    different fields at once both land."""
     actor = gates.identifier("actor", actor, required=True)  # it is written to the unit and the audit log
-    current = units.unit(conn, project, token)
-    if current is None:
-        raise ValidationError("token", f"no unit {token} in project {project}")
-    if current["status"] == V.STATUS_FORGOTTEN:
-        raise ValidationError("token", f"{token} is forgotten")
-    candidate = gates.validate(project=project, kind=current["kind"], type=current["type"],
-                               title=title if title is not None else current["title"],
-                               body=body if body is not None else current["body"],
-                               paths=current["paths"],
-                               keywords=keywords if keywords is not None else current["keywords"])
-    if gates.has_secret(gates.candidate_text(candidate)):
-        raise ValidationError("body", "the correction contains a secret and was not stored")
+    for _ in range(V.CORRECT_ATTEMPTS):
+        current = units.unit(conn, project, token)
+        if current is None:
+            raise ValidationError("token", f"no unit {token} in project {project}")
+        if current["status"] == V.STATUS_FORGOTTEN:
+            raise ValidationError("token", f"{token} is forgotten")
+        candidate = gates.validate(project=project, kind=current["kind"], type=current["type"],
+                                   title=title if title is not None else current["title"],
+                                   body=body if body is not None else current["body"],
+                                   paths=current["paths"],
+                                   keywords=keywords if keywords is not None else current["keywords"])
+        if gates.has_secret(gates.candidate_text(candidate)):
+            raise ValidationError("body", "the correction contains a secret and was not stored")
+        revision = corrected(conn, current, candidate, actor)
+        if revision is not None:
+            return revision
+    raise ValidationError("token", f"{token} was corrected by others during each of {V.CORRECT_ATTEMPTS} attempts")
+
+
+def corrected(conn: psycopg.Connection[Any], current: dict[str, Any], candidate: gates.Candidate,
+              actor: str) -> int | None:
+    """Write a correction over the revision `current` read; its new revision, or None when the unit was forgotten
+    or its text changed since (the caller reads it again)."""
     try:
         with conn.transaction():
             holder = conn.execute(query("ledger/content_holder"), {
-                "project": project, "kind": candidate.kind, "content_hash": candidate.content_hash,
+                "project": current["project"], "kind": candidate.kind, "content_hash": candidate.content_hash,
                 "unit_id": current["id"]}).fetchone()
             if holder is not None:
                 raise ValidationError("body", "this text was forgotten in the project and is not stored again"
                                       if holder[1] else f"{tokens.token_of(holder[0])} already holds this text")
             row = conn.execute(query("ledger/correct_unit"), {
                 "title": candidate.title, "body": candidate.body, "keywords": list(candidate.keywords),
-                "content_hash": candidate.content_hash, "actor": actor, "unit_id": current["id"]}).fetchone()
-            if row is None:  # forgotten between the read and the update
-                raise ValidationError("token", f"{token} is forgotten")
+                "content_hash": candidate.content_hash, "actor": actor, "unit_id": current["id"],
+                "read_revision": current["revision"]}).fetchone()
+            if row is None:  # forgotten or corrected since the read: the caller reads it again
+                return None
             revision: int = row[0]
-            audit.record(conn, actor, "correct", project=project, unit_id=current["id"],
+            audit.record(conn, actor, "correct", project=current["project"], unit_id=current["id"],
                          details={"revision": revision})
+            return revision
     except psycopg.errors.UniqueViolation as error:  # a write made this content live since the probe
         raise ValidationError("body", "another unit of the project now holds this text") from error
-    return revision

@@ -524,6 +524,29 @@ def test_correct_never_takes_another_units_text_live_or_forgotten(mem, conn, sto
     assert mem.correct("acme", other, body="The relay listens on port 8000.") == 2  # its own words still change
 
 
+def test_two_corrections_of_different_fields_at_once_both_land(mem, conn, monkeypatch):
+    """Regression (an attacker's pass): a correction filled the fields it leaves from a read taken before its
+    transaction, so one landing between that read and its write was undone (18 of 20 concurrent pairs lost one).
+    It now writes only over the revision it read, else reads and gates again."""
+    token = mem.remember(**FACT).token
+    real_unit = capture.units.unit
+    raced = []
+
+    def read_then_another_correction_lands(connection, project, unit_token):
+        row = real_unit(connection, project, unit_token)
+        if not raced:
+            raced.append(None)
+            fixed_body = "The relay comes from Ostwind since 2025 (fixed body)."
+            raced[0] = capture.correct(conn, "acme", token, body=fixed_body)
+        return row
+
+    monkeypatch.setattr(capture.units, "unit", read_then_another_correction_lands)
+    assert mem.correct("acme", token, title="Relay vendor (fixed title)") == 3
+    assert raced == [2]
+    assert conn.execute("SELECT title, body, revision FROM memory_units").fetchone() == (
+        "Relay vendor (fixed title)", "The relay comes from Ostwind since 2025 (fixed body).", 3)
+
+
 def test_remember_many_gates_every_candidate_before_its_transaction(conn, monkeypatch):
     """No gate runs while the bulk write holds a transaction (and the row locks a fold takes)."""
     states = []
