@@ -56,17 +56,18 @@ def curate_day(conn: psycopg.Connection[Any], model_key: str, day: date,
                     conn.execute("SET LOCAL synchronous_commit = off")
                 nearest = nearest_older(cur, unit, model_key)
                 action = verdict(unit, nearest, agreement)
-                if nearest is not None and action == "merge" and merge(conn, unit["id"], nearest["id"]):
+                if nearest is not None and action == "merge" and merge(conn, unit, nearest):
                     counts["merged"] += 1
-                elif nearest is not None and action == "review":
-                    conn.execute(query("curation/mark_review"),
-                                 {"conflicts_with": nearest["id"], "unit_id": unit["id"]})
+                elif nearest is not None and action == "review" and conn.execute(query("curation/mark_review"), {
+                        "conflicts_with": nearest["id"], "unit_id": unit["id"], "revision": unit["revision"]}).rowcount:
                     audit.record(conn, "curation", "review", project=unit["project"], unit_id=unit["id"],
                                  details={"conflicts_with": str(nearest["id"]), "cosine": round(nearest["cosine"], 4)})
                     counts["review"] += 1
                 else:
                     counts["unchanged"] += 1
-                conn.execute("UPDATE memory_units SET curated_revision = revision WHERE id = %s", (unit["id"],))
+                # the revision judged: one corrected since is curated by the next run
+                conn.execute("UPDATE memory_units SET curated_revision = %s WHERE id = %s",
+                             (unit["revision"], unit["id"]))
         with conn.transaction():
             promoted = cur.execute(query("curation/promote_proposed"), {
                 "day_end": day_end, "min_sources": V.PROMOTE_MIN_SOURCES,
@@ -103,23 +104,24 @@ def nearest_older(cur: psycopg.Cursor[dict[str, Any]], unit: dict[str, Any], mod
     return cur.execute(query("curation/nearest_older"), params).fetchone()
 
 
-def merge(conn: psycopg.Connection[Any], newcomer: Any, canonical: Any) -> bool:
-    """Fold a near-duplicate into the older unit: its sources move over, importance rises, the newcomer retires.
+def merge(conn: psycopg.Connection[Any], unit: dict[str, Any], nearest: dict[str, Any]) -> bool:
+    """Fold a near-duplicate (a curation/day_units row) into the older unit (its nearest): its sources move over,
+    importance rises, the newcomer retires.
 
-    False, and nothing changed, when either unit was forgotten (or left the live statuses) since curation chose
-    them: a merge never feeds a tombstone nor revives one.
+    False, and nothing changed, when either unit was forgotten (or left the live statuses) or corrected since
+    curation read them: a merge never feeds a tombstone nor revives one, nor retires words it did not judge.
     """
-    pair = {"canonical": canonical, "newcomer": newcomer}
-    project = conn.execute("SELECT project FROM memory_units WHERE id = %s", (newcomer,)).fetchone()
-    if project is None:
-        return False
-    lifecycle.hold_derivations(conn, project[0])
+    newcomer, canonical = unit["id"], nearest["id"]
+    pair = {"canonical": canonical, "newcomer": newcomer, "canonical_revision": nearest["revision"],
+            "newcomer_revision": unit["revision"]}
+    lifecycle.hold_derivations(conn, unit["project"])
     if len(conn.execute(query("curation/lock_pair"), pair).fetchall()) < 2:
         return False
     conn.execute(query("curation/merge_sources"), pair)
     conn.execute(query("curation/bump_importance"), {"bump": V.MERGE_IMPORTANCE_BUMP, "unit_id": canonical})
     conn.execute(query("curation/retire_duplicate"), pair)
-    audit.record(conn, "curation", "merge", project=project[0], unit_id=newcomer, details={"into": str(canonical)})
+    audit.record(conn, "curation", "merge", project=unit["project"], unit_id=newcomer,
+                 details={"into": str(canonical)})
     return True
 
 

@@ -56,6 +56,38 @@ def test_a_private_unit_never_takes_in_a_shared_paraphrase(mem, conn, embedder, 
     assert mem.unit("acme", shared.token)["status"] == "active"
 
 
+@pytest.mark.parametrize("verdict", ["merge", "review"])
+def test_a_unit_corrected_while_its_day_is_curated_keeps_its_new_words_and_is_curated_next(
+        mem, conn, embedder, today, monkeypatch, verdict):
+    """Regression (an attacker's pass): curation reads the day's units first, then judges each; one corrected in
+    between was merged away (retired, its sources moved) or sent to review for words it no longer holds, and marked
+    curated at its new revision, so the new words were never judged."""
+    (old_title, old_body), (new_title, new_body) = PARAPHRASES[1]
+    mem.remember(project="acme", kind="env", type="semantic", title=old_title, body=old_body, task_id="T-1")
+    if verdict == "review":
+        new_title, new_body = "Staging TLS rule removed", "Staging PostgreSQL no longer requires sslmode=require."
+    newcomer = mem.remember(project="acme", kind="env", type="semantic", title=new_title, body=new_body,
+                            task_id="T-2")
+    embed_all(conn, embedder)
+    real_nearest = curation.nearest_older
+    fixed = "Production PostgreSQL requires client certificates (mTLS) for every service account."
+
+    def nearest_then_corrected(cur, unit, model_key):
+        found = real_nearest(cur, unit, model_key)
+        if str(unit["id"]) == newcomer.unit_id:
+            mem.correct("acme", newcomer.token, title="Production requires mTLS", body=fixed)
+        return found
+
+    monkeypatch.setattr(curation, "nearest_older", nearest_then_corrected)
+    counts = curation.curate_day(conn, T1, today)
+    assert (counts["merged"], counts["review"]) == (0, 0)
+    unit = mem.unit("acme", newcomer.token)
+    assert (unit["status"], unit["body"], [s["task_id"] for s in unit["sources"]]) == ("active", fixed, ["T-2"])
+    monkeypatch.setattr(curation, "nearest_older", real_nearest)
+    embed_all(conn, embedder)
+    assert curation.curate_day(conn, T1, today)["unchanged"] == 1  # its new words judged: a different fact
+
+
 def test_the_vpn_contradiction_goes_to_review_never_merges(mem, conn, embedder, today, nearest_path):
     deferred = mem.remember(project="acme", kind="note", type="semantic", title="VPN rollout deferred to Q3",
                             body="The VPN rollout was deferred to Q3 after the security review.")
@@ -254,6 +286,11 @@ def test_forgetting_a_merged_newcomer_takes_its_contribution_off_the_canonical(m
     assert quality.tombstones_with_text(conn) == []
 
 
+def as_read(remembered, revision=1):
+    """A remembered unit as curation read it (curation/day_units, curation/nearest_older): what a merge is given."""
+    return {"id": remembered.unit_id, "project": "acme", "revision": revision}
+
+
 def test_a_merge_with_a_unit_forgotten_meanwhile_does_not_happen(mem, conn):
     """Curation picked the pair before a forget committed: the merge must neither revive nor feed a tombstone."""
     (old_title, old_body), (new_title, new_body) = PARAPHRASES[0]
@@ -263,13 +300,13 @@ def test_a_merge_with_a_unit_forgotten_meanwhile_does_not_happen(mem, conn):
                             task_id="T-2")
     mem.forget("acme", canonical.token, FORGETTER)
     with conn.transaction():
-        assert curation.merge(conn, newcomer.unit_id, canonical.unit_id) is False
+        assert curation.merge(conn, as_read(newcomer), as_read(canonical)) is False
     assert mem.unit("acme", newcomer.token)["status"] == "active"
     assert [s["task_id"] for s in mem.unit("acme", canonical.token)["sources"]] == ["T-1"]
     other = mem.remember(project="acme", kind="env", type="semantic", title="Staging TLS",
                          body="Staging only takes TLS connections.", task_id="T-3")
     mem.forget("acme", newcomer.token, FORGETTER)
     with conn.transaction():
-        assert curation.merge(conn, newcomer.unit_id, other.unit_id) is False
+        assert curation.merge(conn, as_read(newcomer), as_read(other)) is False
     assert mem.unit("acme", newcomer.token)["status"] == "forgotten"
     assert [s["task_id"] for s in mem.unit("acme", other.token)["sources"]] == ["T-3"]

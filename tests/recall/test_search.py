@@ -492,7 +492,8 @@ def test_each_candidates_personas_and_sessions_are_its_sources_as_its_reader_may
     dropped = turn("Kim: the relay log rotates weekly.", task_id="T-8", session_id="S-8", persona="kim")
     corrected = turn("Lee: the relay fan is loud.", task_id="T-9", session_id="S-10", persona="lee")
     with conn.transaction():
-        curation.merge(conn, moved.unit_id, kept.unit_id)
+        curation.merge(conn, {"id": moved.unit_id, "project": "acme", "revision": 1},
+                       {"id": kept.unit_id, "revision": 1})
         conn.execute("DELETE FROM memory_sources WHERE unit_id = %s", (dropped.unit_id,))
         conn.execute("UPDATE memory_sources SET session_id = 'S-11' WHERE unit_id = %s", (corrected.unit_id,))
         conn.execute("UPDATE memory_units SET private_to = private_to || '{mel}' WHERE id = %s", (spare.unit_id,))

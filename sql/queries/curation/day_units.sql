@@ -2,7 +2,7 @@
 -- it) and an uncurated revision, each with whether its project is large enough (%(hnsw_min)s numbered units) for
 -- curation to walk the HNSW index instead of scanning, and holds enough of the store's vectors (memory_hnsw_walks,
 -- sql/020, as recall's walk: a walk past mostly other projects' vectors is slow and sees few of its own).
-SELECT u.id, u.project, u.number, u.kind, u.type, u.status, u.title, u.body, e.embedding,
+SELECT u.id, u.project, u.number, u.revision, u.kind, u.type, u.status, u.title, u.body, e.embedding,
        p.last_number >= %(hnsw_min)s::bigint AND memory_hnsw_walks(p.last_number, %(walk_min_share)s) AS large
 FROM memory_units u
 JOIN memory_embeddings e ON e.unit_id = u.id AND e.model_key = %(model)s::text

@@ -1,7 +1,10 @@
--- Lock a merge's newcomer and canonical unit while both are live (the caller holds the derivation lock, so a
--- forget has committed or waits): fewer than two rows means one left the live statuses and nothing is merged.
+-- Lock a merge's newcomer and canonical unit while both are live and still hold the text curation judged (the
+-- revisions it read: a correction since may have made them different facts), the caller holding the derivation
+-- lock, so a forget has committed or waits: fewer than two rows means one changed and nothing is merged.
 SELECT id
 FROM memory_units
-WHERE id IN (%(newcomer)s::uuid, %(canonical)s::uuid) AND status IN {live_statuses}
+WHERE ((id = %(newcomer)s::uuid AND revision = %(newcomer_revision)s)
+       OR (id = %(canonical)s::uuid AND revision = %(canonical_revision)s))
+  AND status IN {live_statuses}
 ORDER BY id
 FOR UPDATE;

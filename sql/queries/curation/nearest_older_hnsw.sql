@@ -16,10 +16,10 @@ WITH n AS MATERIALIZED (
     ORDER BY (e.embedding::{hnsw_graph_type}({dim})) <=> %(vector)s::{hnsw_graph_type}({dim})
     LIMIT %(overfetch)s
 )
-SELECT o.id, o.number, o.title, o.body, 1 - n.distance AS cosine
+SELECT o.id, o.number, o.revision, o.title, o.body, 1 - n.distance AS cosine
 FROM n
 CROSS JOIN LATERAL (
-    SELECT o.id, o.number, o.title, o.body FROM memory_units o
+    SELECT o.id, o.number, o.revision, o.title, o.body FROM memory_units o
     WHERE o.id = n.unit_id AND o.revision = n.unit_revision AND o.content_hash = n.content_hash
       AND {curation/_older_peers}
     LIMIT 1) AS o
