@@ -70,7 +70,11 @@ def cite_from_text(conn: psycopg.Connection[Any], project: str, task_id: str, te
     persona = gates.identifier("persona", persona)
     if text is not None and not isinstance(text, str):
         raise ValidationError("text", f"must be a string, got {type(text).__name__}")
-    numbers = list(dict.fromkeys(int(n) for n in re.findall(V.CITATION_PATTERN, text or "")))
+    if text is not None and len(text) > V.CITE_TEXT_MAX_CHARS:
+        raise ValidationError("text", f"at most {V.CITE_TEXT_MAX_CHARS} characters (got {len(text)})")
+    numbers = list(dict.fromkeys(int(n.group(1)) for n in re.finditer(V.CITATION_PATTERN, text or "")))
+    if len(numbers) > V.CITE_MAX_TOKENS:
+        raise ValidationError("text", f"cites at most {V.CITE_MAX_TOKENS} distinct tokens (got {len(numbers)})")
     if not numbers:  # nothing cited: no lookup (ledger/insert_staged.sql says why an empty list must not be sent)
         return []
     existing = {r[0] for r in conn.execute(query("events/cited_numbers"), {

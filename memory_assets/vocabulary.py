@@ -431,6 +431,8 @@ AUDIT_FORGET = "forget"  # the audit action of a forget (its time bounds what th
 # --- Delivery -------------------------------------------------------------------------------
 EVENT_KINDS = ("injected", "read", "cited", "followed")
 CITATION_PATTERN = r"\bmem-([0-9]{1,9})\b"  # ASCII digits: a citation is the token as rendered
+CITE_TEXT_MAX_CHARS = 1_000_000  # an agent's output read for citations (a long transcript fits)
+CITE_MAX_TOKENS = 1000  # distinct units one output may cite (each is looked up and recorded)
 INJECTABLE_TYPES = ("semantic", "procedural")   # episodes are recalled on demand, never pushed into prompts
 BUNDLE_MIN_TRUST = 0.35
 BUNDLE_PATH_VERIFIED_HOURS = 24  # a unit that names paths must have been confirmed or observed this recently

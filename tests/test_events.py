@@ -9,6 +9,7 @@ import pytest
 
 from bench.recall_stages import round_trips
 from memory_assets import authz, events, gates
+from memory_assets import vocabulary as V
 from memory_assets.errors import ValidationError
 
 
@@ -34,6 +35,16 @@ def test_an_output_citing_nothing_asks_the_server_nothing(conn):
     assert events.cite_from_text(conn, "acme", "T-1", "") == []
     with pytest.raises(ValidationError):
         events.cite_from_text(conn, "acme", "", "no tokens here")
+
+
+def test_an_output_past_the_citation_limits_is_refused_naming_them(conn):
+    """Regression (an attacker's pass): 95 MB of "mem-1 mem-2 …" took 27 s and 2.4 GB, every number sent to SQL."""
+    with pytest.raises(ValidationError, match=rf"^text: at most {V.CITE_TEXT_MAX_CHARS} characters"):
+        events.cite_from_text(conn, "acme", "T-1", "x" * (V.CITE_TEXT_MAX_CHARS + 1))
+    too_many = " ".join(f"mem-{n}" for n in range(1, V.CITE_MAX_TOKENS + 2))
+    with pytest.raises(ValidationError, match=rf"^text: cites at most {V.CITE_MAX_TOKENS} distinct tokens"):
+        events.cite_from_text(conn, "acme", "T-1", too_many)
+    assert events.cite_from_text(conn, "acme", "T-1", too_many.rsplit(" ", 1)[0] + " mem-1") == []  # none exist
 
 
 def test_a_citation_of_another_projects_token_records_nothing(mem, conn):

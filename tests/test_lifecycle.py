@@ -198,6 +198,16 @@ def test_twenty_concurrent_confirms_from_one_task_count_once(mem, conn):
     assert conn.execute("SELECT count(*) FROM memory_votes").fetchone()[0] == 1
 
 
+def test_a_forgotten_unit_takes_no_vote(mem, conn):
+    """Regression (an attacker's pass): confirm and flag still counted on a tombstone."""
+    token = note(mem, "Cache", "The cache is warmed at 06:00 because traffic peaks at 07:00.").token
+    mem.forget("acme", token, FORGETTER, reason="asked")
+    for vote in (mem.confirm, mem.flag):
+        with pytest.raises(ValidationError, match=f"^token: no unit {token} in project acme"):
+            vote("acme", token, task_id="T-1")
+    assert conn.execute("SELECT count(*) FROM memory_votes").fetchone()[0] == 0
+
+
 def test_trust_formula_and_flag_threshold(mem):
     token = note(mem, "Fact", "The build server restarts on Sundays.").token
     assert lifecycle.trust_of(0, 0) == pytest.approx(V.DEFAULT_TRUST)

@@ -50,6 +50,8 @@ def validate_query(project: str, query: str, k: int, kinds: Sequence[str] | None
     for name, values, allowed in (("kinds", kinds, V.KINDS), ("types", types, V.TYPES)):
         if values is not None and (isinstance(values, str) or not isinstance(values, (list, tuple))):
             raise ValidationError(name, "must be a list of strings")
+        if values is not None and len(values) > len(allowed):  # each at most once: a longer list repeats one
+            raise ValidationError(name, f"at most {len(allowed)} items (got {len(values)})")
         for value in values or []:
             if not isinstance(value, str) or value not in allowed:
                 raise ValidationError(name, f"must be among {', '.join(allowed)} (got {gates.shown(value)})")

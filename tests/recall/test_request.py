@@ -157,6 +157,7 @@ def test_a_request_starts_no_parallel_workers_however_cheap_the_planner_thinks_t
     ({"as_of": datetime(9999, 12, 31, 23, 59, tzinfo=timezone(timedelta(hours=-14)))}, "as_of"),
     ({"reader": "ana\x00"}, "persona"), ({"reader": "two words"}, "persona"),
     ({"reader": "zero\u200bwidth"}, "persona"),
+    ({"kinds": [V.KINDS[0]] * (len(V.KINDS) + 1)}, "kinds"), ({"types": ["semantic"] * 100_000}, "types"),
 ])
 def test_a_hostile_request_names_its_field(overrides, field):
     """Validation needs no database: each bad argument is refused naming the field and its limit."""
