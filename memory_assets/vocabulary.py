@@ -32,6 +32,8 @@ ID_MAX_CHARS = 200  # task, session, feed, persona, model, commit ids
 AUDIT_TEXT_MAX_CHARS = 500  # an actor or a reason the audit log keeps (a forget's reason comes from an agent)
 ERROR_QUOTE_MAX_CHARS = 200  # a value an error message quotes back: past this it is only counted, never scanned whole
 SOURCE_TEXT_MAX_CHARS = 1_000_000
+SOURCE_TEXT_MAX_BYTES = 4 * SOURCE_TEXT_MAX_CHARS  # the most a file of that many characters takes in UTF-8
+NORMALISE_PIECE_CHARS = 65_536  # a source text is normalised a piece at a time, up to SOURCE_TEXT_MAX_CHARS of it
 
 # who may recall a contribution: every reader of the project, or only the persona that contributed it
 VISIBILITY_PROJECT = "project"

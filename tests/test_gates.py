@@ -317,6 +317,19 @@ def test_the_verbatim_gate_is_linear_and_its_input_capped():
         candidate(source_text="x" * (V.SOURCE_TEXT_MAX_CHARS + 1))
 
 
+def test_a_source_text_is_normalised_only_as_far_as_the_gate_reads_it():
+    """Regression (an attacker's pass): a million U+FDFA (3 MB, within the limit) normalise to 18 M characters, which
+    took the verbatim gate 5 s and 330 MB. A source is normalised a piece at a time, never a word split, up to the
+    limit; any other source exactly as normalise() gives it."""
+    ordinary = " ".join(f"Word{i}\t{'é' * (i % 3)}\n" for i in range(40_000))
+    assert gates.normalised_start(ordinary, V.SOURCE_TEXT_MAX_CHARS) == gates.normalise(ordinary)
+    assert len(gates.normalised_start("\ufdfa" * V.SOURCE_TEXT_MAX_CHARS, 1000)) == 1000
+    started = time.perf_counter()
+    gates.exclusion_reason(candidate(kind="recipe", type="procedural", body="Deploy with care " * 10,
+                                     source_text="\ufdfa" * V.SOURCE_TEXT_MAX_CHARS))
+    assert time.perf_counter() - started < 2  # 5 s before
+
+
 def test_the_verbatim_share_counts_copied_runs():
     source = "# Setup\nRun make install then make test to create the virtual environment.\nMore text."
     assert gates.verbatim_share("Run make install then make test to create the virtual environment.", source) == 1.0

@@ -138,10 +138,15 @@ def parse_json(text: str, field_name: str) -> Any:
                       parse_constant=_no_constant)
 
 
-def read_text(path: str, field_name: str) -> str:
-    """A file's text as UTF-8, so an unreadable or mis-encoded file is bad input naming the option."""
+def read_text(path: str, field_name: str, max_bytes: int) -> str:
+    """A file's text as UTF-8, at most `max_bytes` of it read (a pipe or /dev/zero has no size to check first), so an
+    unreadable, mis-encoded or too large file is bad input naming the option."""
     try:
-        return Path(path).read_bytes().decode("utf-8")
+        with Path(path).open("rb") as file:
+            data = file.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise ValidationError(field_name, f"at most {max_bytes} bytes")
+        return data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise ValidationError(field_name, f"must be valid UTF-8 (byte {error.start})") from error
     except OSError as error:
@@ -150,10 +155,8 @@ def read_text(path: str, field_name: str) -> str:
 
 def read_json_object(path: str) -> dict[str, Any]:
     """One JSON object from a file, so remember can take its fields from --json-file."""
-    if Path(path).is_file() and Path(path).stat().st_size > V.IMPORT_MAX_LINE_BYTES:
-        raise ValidationError("json_file", f"at most {V.IMPORT_MAX_LINE_BYTES} bytes")
     try:
-        data = parse_json(read_text(path, "json_file"), "json_file")
+        data = parse_json(read_text(path, "json_file", V.IMPORT_MAX_LINE_BYTES), "json_file")
     except json.JSONDecodeError as error:
         raise ValidationError("json_file", f"not valid JSON ({error.msg} at line {error.lineno})") from error
     if not isinstance(data, dict):

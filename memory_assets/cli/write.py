@@ -65,7 +65,7 @@ def remember(project: str | None, kind: str | None, type_: str | None, title: st
     if private:
         fields["visibility"] = V.VISIBILITY_PRIVATE
     if source_file:
-        fields["source_text"] = read_text(source_file, "source_file")
+        fields["source_text"] = read_text(source_file, "source_file", V.SOURCE_TEXT_MAX_BYTES)
     arguments = remember_fields(fields)
     with memory() as mem:
         result = mem.remember(**arguments, supersedes=supersedes)

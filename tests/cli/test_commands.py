@@ -82,6 +82,17 @@ def test_json_file_with_invalid_utf8_is_refused(clean, tmp_path):
     assert result.exit_code == 2 and "json_file: must be valid UTF-8" in result.stderr
 
 
+def test_a_file_with_no_size_to_check_is_read_only_up_to_its_limit(clean, tmp_path):
+    """Regression (an attacker's pass): --json-file /dev/zero grew memory until a MemoryError traceback (exit 1), and
+    --source-file read 300 MB before its length was checked; each now stops reading past its limit (exit 2)."""
+    zero = run("remember", "--json-file", "/dev/zero")
+    assert zero.exit_code == 2 and f"json_file: at most {V.IMPORT_MAX_LINE_BYTES} bytes" in zero.stderr
+    big = tmp_path / "source.txt"
+    big.write_bytes(b"x" * (V.SOURCE_TEXT_MAX_BYTES + 1))
+    source = run("remember", *[f"--{k}={v}" for k, v in GOOD.items()], "--source-file", str(big))
+    assert source.exit_code == 2 and f"source_file: at most {V.SOURCE_TEXT_MAX_BYTES} bytes" in source.stderr
+
+
 def test_import_reports_bad_lines_by_number_and_imports_the_rest(clean, tmp_path):
     lines = [
         json.dumps(GOOD),
