@@ -155,6 +155,7 @@ TIME_MIN = "1970-01-01T00:00:00+00:00"  # valid_from and as_of are refused outsi
 TIME_MAX = "9000-01-01T00:00:00+00:00"
 VERBATIM_SHINGLE_CHARS = 12      # the verbatim gate counts body characters covered by 12-char runs of the source
 IMPORT_MAX_LINE_BYTES = 4 * 1024 * 1024  # an import line longer than this is reported, never parsed
+IMPORT_ERRORS_SHOWN = 1000  # bad lines an import reports by number (every one is counted)
 IMPORT_MAX_DEPTH = 8             # JSON nesting an import line may have (a candidate needs 2)
 IMPORT_MAX_NUMBER_CHARS = 64     # digits of one JSON number (Python refuses ints over 4300 digits with ValueError)
 IMPORT_BATCH = 1000              # import lines per remember_many call (one transaction each)

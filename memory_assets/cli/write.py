@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 from collections.abc import Iterator
@@ -85,12 +86,13 @@ class _Import:
         self.fold_now = fold_now
         self.gate_workers = os.cpu_count() or 1
         self.batch: list[tuple[int, gates.Candidate]] = []
-        self.errors: list[str] = []
+        self.bad_lines = BadLines()
         self.totals: dict[str, Any] = {"lines": 0, "captured": 0, "inserted": 0, "rejected": {}}
         self.writer = ThreadPoolExecutor(1, thread_name_prefix="import-writer")
         self.folder = ThreadPoolExecutor(1, thread_name_prefix="import-folder")
         self.pending: Future[None] | None = None
-        self.folding: Future[tuple[int, dict[str, str]]] | None = None  # the writer's, then close()'s once done
+        # the writer's, then close()'s once done
+        self.folding: Future[tuple[int, dict[str, tuple[int, str]]]] | None = None
         self.folding_keys: set[str] = set()  # the keys of the batch being folded (the writer's)
         self.merging: Future[bool] | None = None  # queued behind the last fold (the main thread's)
         self.replayed: set[str] = set()  # keys an earlier stopped run captured and this one folds (the writer's)
@@ -153,7 +155,7 @@ class _Import:
                 try:
                     keys += self.count(self.mem.remember_many([candidate], fold_now=False))
                 except (psycopg.DataError, psycopg.IntegrityError) as error:
-                    self.errors.append(refused_line(number, type(error).__name__))
+                    self.bad_lines.add(number, refused_line(number, type(error).__name__))
         # a key of the batch being folded is still unfolded when this batch's capture reads the inbox: that fold
         # counts it, this one must not
         keys = [key for key in keys if key not in self.folding_keys]
@@ -163,10 +165,12 @@ class _Import:
             self.folding = self.folder.submit(self.fold, keys, lines)
             self.folding_keys = set(keys)
 
-    def fold(self, keys: list[str], lines: dict[str, int]) -> tuple[int, dict[str, str]]:
-        """Fold one captured batch: how many new units, and the line of each row the database refused to fold."""
+    def fold(self, keys: list[str], lines: dict[str, int]) -> tuple[int, dict[str, tuple[int, str]]]:
+        """Fold one captured batch: how many new units, and the line (number and report) of each row the database
+        refused to fold."""
         folded = self.mem.fold_captured(keys)
-        return folded["inserted"], {key: refused_line(lines[key], reason) for key, reason in folded["refused"].items()}
+        return folded["inserted"], {key: (lines[key], refused_line(lines[key], reason))
+                                    for key, reason in folded["refused"].items()}
 
     def folded(self) -> None:
         """Wait for the batch being folded and count it (a refused row leaves `captured` only if this run captured
@@ -176,7 +180,8 @@ class _Import:
             self.folding = None
             self.totals["inserted"] += inserted
             self.totals["captured"] -= len(refused.keys() - self.replayed)
-            self.errors += refused.values()
+            for number, message in refused.values():
+                self.bad_lines.add(number, message)
 
     def count(self, counts: dict[str, Any]) -> list[str]:
         """Add one capture's counts to the totals; the keys of the rows it left for the fold (none while the kill
@@ -190,6 +195,27 @@ class _Import:
         for reason, n in counts["rejected"].items():
             rejected[reason] = rejected.get(reason, 0) + n
         return list(counts["to_fold"])
+
+
+class BadLines:
+    """An import's bad lines: every one counted, the IMPORT_ERRORS_SHOWN of the lowest numbers kept to report (a
+    file of bad lines kept every message: 80 times its size in memory, and as much on stderr)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._kept: list[tuple[int, str]] = []  # a heap of (-number, message): the highest kept number on top
+
+    def add(self, number: int, message: str) -> None:
+        """Count one bad line, keeping its message while it is among the lowest numbers."""
+        self.count += 1
+        if len(self._kept) < V.IMPORT_ERRORS_SHOWN:
+            heapq.heappush(self._kept, (-number, message))
+        elif number < -self._kept[0][0]:
+            heapq.heapreplace(self._kept, (-number, message))
+
+    def shown(self) -> list[str]:
+        """The kept messages by line number."""
+        return [message for _, message in sorted(self._kept, reverse=True)]
 
 
 def refused_line(number: int, error: str) -> str:
@@ -248,7 +274,7 @@ def import_(ctx: click.Context, file: str, project: str | None, no_fold: bool, a
                     continue
                 candidate, error = line_error(raw, project)
                 if candidate is None:
-                    run.errors.append(f"line {number}: {error}")
+                    run.bad_lines.add(number, f"line {number}: {error}")
                 else:
                     run.add(number, candidate)
             run.flush()
@@ -257,13 +283,16 @@ def import_(ctx: click.Context, file: str, project: str | None, no_fold: bool, a
         finally:
             run.close()
         mem.refresh_statistics(run.totals["inserted"] - counted)  # the rows it missed, should they pass the threshold
-    errors = sorted(run.errors, key=lambda e: int(e.split(":")[0].split()[1]))
-    totals = {**run.totals, "errors": errors}
+    errors = run.bad_lines.shown()
+    totals = {**run.totals, "errors": errors, "bad_lines": run.bad_lines.count}
     off = " memory is off (the kill switch): nothing stored." if totals.get(V.MEMORY_OFF) else ""
     emit(totals, as_json, f"imported {totals['captured']} of {totals['lines']} lines "
-                          f"({totals['inserted']} new units, rejected {totals['rejected']}, {len(errors)} bad lines)"
-                          f"{off}")
+                          f"({totals['inserted']} new units, rejected {totals['rejected']}, "
+                          f"{run.bad_lines.count} bad lines){off}")
     for error in errors:
         click.echo(f"error: {error}", err=True)
-    if errors:
+    if run.bad_lines.count > len(errors):
+        click.echo(f"error: … and {run.bad_lines.count - len(errors)} more bad lines (the first "
+                   f"{len(errors)} are shown)", err=True)
+    if run.bad_lines.count:
         ctx.exit(EXIT_BAD_INPUT)

@@ -93,6 +93,19 @@ def test_a_file_with_no_size_to_check_is_read_only_up_to_its_limit(clean, tmp_pa
     assert source.exit_code == 2 and f"source_file: at most {V.SOURCE_TEXT_MAX_BYTES} bytes" in source.stderr
 
 
+def test_an_import_of_bad_lines_counts_them_all_and_keeps_the_first_few(clean, tmp_path, monkeypatch):
+    """Regression (an attacker's pass): every bad line's message was kept and printed, 80 times the file's size in
+    memory (949 MB for 12 MB of "x" lines)."""
+    monkeypatch.setattr(V, "IMPORT_ERRORS_SHOWN", 3)
+    path = tmp_path / "units.jsonl"
+    path.write_text("x\n" * 9 + json.dumps(GOOD) + "\n")
+    result = run("import", str(path), "--json")
+    summary = json.loads(result.stdout)
+    assert result.exit_code == 2 and (summary["bad_lines"], summary["captured"]) == (9, 1)
+    assert [e.split(":")[0] for e in summary["errors"]] == ["line 1", "line 2", "line 3"]
+    assert "… and 6 more bad lines (the first 3 are shown)" in result.stderr
+
+
 def test_import_reports_bad_lines_by_number_and_imports_the_rest(clean, tmp_path):
     lines = [
         json.dumps(GOOD),
