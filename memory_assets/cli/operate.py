@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 from datetime import UTC, date, datetime
@@ -106,7 +107,9 @@ def dev(ctx: click.Context, port: int) -> None:
 
 def watch(process: subprocess.Popen[bytes], url: str) -> int:
     """Wait for `process` while restarting the embedded server this process holds whenever it crashes, so the UI,
-    the daemon and the code servers (which only attach to it) reconnect instead of failing until a restart."""
+    the daemon and the code servers (which only attach to it) reconnect instead of failing until a restart. A SIGTERM
+    (a supervisor, a plain `kill`) is passed on as the SIGINT `dagster dev` stops on, never leaving it orphaned."""
+    stopping = signal.signal(signal.SIGTERM, lambda *_: process.send_signal(signal.SIGINT))
     try:
         while True:
             try:
@@ -118,3 +121,5 @@ def watch(process: subprocess.Popen[bytes], url: str) -> int:
                     log.warning("the embedded server did not restart: %s", type(error).__name__)
     except KeyboardInterrupt:  # Ctrl-C reached `dagster dev` too: let it shut its processes down
         return process.wait()
+    finally:
+        signal.signal(signal.SIGTERM, stopping)

@@ -192,6 +192,19 @@ def test_memory_assets_dev_restarts_the_embedded_server_while_dagster_runs(home)
         server.cleanup()
 
 
+def test_memory_assets_dev_passes_a_sigterm_on_to_dagster_as_the_sigint_it_stops_on(clean):
+    """Regression (an attacker's pass): a SIGTERM (a supervisor, a plain kill) ended `memory-assets dev` and left
+    `dagster dev`, its daemon and webserver running, orphaned, firing schedules and holding the port."""
+    child = subprocess.Popen([sys.executable, "-c", "import signal, sys, time\n"
+                              "signal.signal(signal.SIGINT, lambda *_: sys.exit(3))\nprint('ready', flush=True)\n"
+                              "time.sleep(60)"], stdout=subprocess.PIPE)
+    assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+    before = signal.getsignal(signal.SIGTERM)
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    assert operate.watch(child, clean) == 3  # the child stopped on the SIGINT it was passed
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler lasts as long as the watch
+
+
 # --- 2. A holder of the embedded server is killed ---------------------------------------------------------------
 
 HOLDER = ("import sys, time\n"
