@@ -117,6 +117,8 @@ RELATION_TERMS = (
 VERBATIM_MIN_SHARE = 0.8
 CANON_JACCARD_MIN = 0.6
 CANON_CHUNK_MIN_TOKENS = 5
+CANON_TEXT_MAX_CHARS = 1_000_000  # one canon document (every later write of its project is compared with its chunks)
+CANON_MAX_CHUNKS = 2000  # its paragraphs of CANON_CHUNK_MIN_TOKENS or more words
 LOCATOR_MAX_PROSE_WORDS = 2
 
 STOPWORDS = frozenset(["a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "at", "for", "with", "by", "from",

@@ -12,6 +12,7 @@ import psycopg
 from memory_assets import gates
 from memory_assets import vocabulary as V
 from memory_assets.database import query
+from memory_assets.errors import ValidationError
 
 
 def canon_of(conn: psycopg.Connection[Any], project: str) -> list[list[int]]:
@@ -64,13 +65,20 @@ class Canons:
 
 
 def register_canon(conn: psycopg.Connection[Any], project: str, path: str, text: str) -> int:
-    """Register a canon document by path; only hashed token sets of its paragraphs are kept."""
+    """Register a canon document by path; only hashed token sets of its paragraphs are kept. Its path is a path as a
+    unit's is, and its size bounded (every later write of the project is compared with each paragraph)."""
     project = gates.project_name(project)
+    path = gates.text_field("path", path, V.ITEM_MAX_CHARS)
+    if gates.has_secret(path):
+        raise ValidationError("path", "looks like a credential and is never stored")
+    text = gates.text_field("text", text, V.CANON_TEXT_MAX_CHARS, rule="any")
     chunks = [c for c in (p.strip() for p in text.split("\n\n"))
               if len(gates.word_tokens(c)) >= V.CANON_CHUNK_MIN_TOKENS]
-    with conn.transaction():
-        conn.execute("DELETE FROM memory_canon WHERE project = %s AND path = %s", (project, path))
-        for i, chunk in enumerate(chunks):
-            conn.execute("INSERT INTO memory_canon (project, path, chunk, token_hashes) VALUES (%s, %s, %s, %s)",
-                         (project, path, i, gates.token_hashes(chunk)))
+    if len(chunks) > V.CANON_MAX_CHUNKS:
+        raise ValidationError("text", f"at most {V.CANON_MAX_CHUNKS} paragraphs of {V.CANON_CHUNK_MIN_TOKENS} words "
+                                      f"or more (got {len(chunks)})")
+    with conn.transaction(), conn.cursor() as cur:
+        cur.execute("DELETE FROM memory_canon WHERE project = %s AND path = %s", (project, path))
+        cur.executemany("INSERT INTO memory_canon (project, path, chunk, token_hashes) VALUES (%s, %s, %s, %s)",
+                        [(project, path, i, gates.token_hashes(chunk)) for i, chunk in enumerate(chunks)])
     return len(chunks)

@@ -91,6 +91,22 @@ def test_each_rejection_is_counted_and_leaves_no_text(mem, conn, stored_text):
             assert fragment not in dump
 
 
+def test_a_canon_document_is_bounded_and_its_path_checked_before_anything_is_stored(mem, conn):
+    """Regression (an attacker's pass): 100,000 paragraphs took 124 s in one transaction (and every later write of
+    the project compares with each), and a 5 MB path was stored unchecked."""
+    paragraph = "The relay restarts at midnight because the vendor said so."
+    many = "\n\n".join(f"{paragraph} ({i})" for i in range(V.CANON_MAX_CHUNKS + 1))
+    refused = [((lambda: mem.register_canon("acme", "README.md", many)), rf"^text: at most {V.CANON_MAX_CHUNKS} "),
+               ((lambda: mem.register_canon("acme", "x" * 5_000_000, paragraph)), r"^path: at most 200 characters"),
+               ((lambda: mem.register_canon("acme", "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", paragraph)),
+                "^path: looks like a credential")]
+    for call, message in refused:
+        with pytest.raises(memory_assets.ValidationError, match=message):
+            call()
+    assert conn.execute("SELECT count(*) FROM memory_canon").fetchone()[0] == 0
+    assert mem.register_canon("acme", "README.md", many.rsplit("\n\n", 1)[0]) == V.CANON_MAX_CHUNKS
+
+
 def test_canon_duplicates_are_rejected_per_project(mem):
     readme = ("# Setup\n\nStaging PostgreSQL requires sslmode=require because the proxy refuses plain TCP "
               "connections from the office network.")
