@@ -16,7 +16,8 @@ from memory_assets.errors import ScopeError, ValidationError
 def supersede(conn: psycopg.Connection[Any], new_id: Any, old_id: Any, actor: str = "api") -> None:
     """Make `new_id` replace `old_id` (in the caller's transaction): the old row is closed (valid_until, superseded)
     and stays queryable as_of. The new unit must be live and replace nothing yet, so a chain stays one line: a
-    write whose text is a duplicate of a unit that already replaces another cannot re-point it."""
+    write whose text is a duplicate of a unit that already replaces another cannot re-point it. That also rules out
+    a cycle: an ancestor of `old_id` was superseded, and a superseded unit is never live again."""
     if str(new_id) == str(old_id):
         raise ValidationError("supersedes", "a unit cannot supersede itself")
     ids = {"new_id": new_id, "old_id": old_id}
@@ -24,8 +25,6 @@ def supersede(conn: psycopg.Connection[Any], new_id: Any, old_id: Any, actor: st
     live, replaces = locked.get(str(new_id), (False, None))
     if not live or replaces is not None:
         raise ValidationError("supersedes", "the replacing unit is no longer live or already replaces another unit")
-    if conn.execute(query("lifecycle/supersession_cycle"), ids).fetchone():
-        raise ValidationError("supersedes", "would create a supersession cycle")
     narrower = conn.execute(query("lifecycle/narrows_audience"), ids).fetchone()
     if narrower and narrower[0]:  # every reader of the old unit must be able to read its replacement
         raise ValidationError("supersedes", "a private unit cannot replace one that more readers see "

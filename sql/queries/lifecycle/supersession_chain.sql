@@ -1,5 +1,5 @@
 -- The supersession chain through a unit, walked back and forward, oldest first; a walk stops where it would visit a
--- unit again (a cycle, which supersede() refuses, would otherwise walk for ever).
+-- unit again (a cycle, which supersede() rules out, left by a bug or a hand edit would otherwise walk for ever).
 WITH RECURSIVE back(id, depth) AS (
     SELECT %(unit_id)s::uuid, 0
     UNION ALL
