@@ -78,7 +78,7 @@ def cite_from_text(conn: psycopg.Connection[Any], project: str, task_id: str, te
     if not numbers:  # nothing cited: no lookup (ledger/insert_staged.sql says why an empty list must not be sent)
         return []
     existing = {r[0] for r in conn.execute(query("events/cited_numbers"), {
-        "project": project, "numbers": numbers, "forgotten": V.STATUS_FORGOTTEN, "persona": persona}).fetchall()}
+        "project": project, "numbers": numbers, "persona": persona}).fetchall()}
     cited = [tokens.token_of(n) for n in numbers if n in existing]
     if cited:  # tokens of other projects or none: no events, no empty transaction
         record_events(conn, project, task_id, [{"token": t, "kind": "cited", "channel": "text"} for t in cited],

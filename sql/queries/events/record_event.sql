@@ -7,7 +7,7 @@ WITH new AS (
            %(provisional)s::boolean
     FROM memory_units u
     WHERE u.project = %(project)s::text AND u.number = %(number)s::bigint
-      AND (u.private_to IS NULL OR %(persona)s::text = ANY (u.private_to))
+      AND {ledger/_read_by_persona}
       AND NOT {events/_killed}
     ON CONFLICT (task_id, unit_id, kind) DO NOTHING
     RETURNING unit_id, kind, at
