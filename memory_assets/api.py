@@ -311,7 +311,7 @@ class Memory:
         project = gates.project_name(project)
         with self.connection() as conn:
             if events.killed(conn):
-                return {"v": V.BUNDLE_VERSION, "project": project, "units": [], V.MEMORY_OFF: True}
+                return bundle.switched_off(project)
             with authz.scoped(conn, actor or authz.Actor.reader(project)):
                 return bundle.latest_bundle(conn, project)
 

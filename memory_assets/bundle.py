@@ -85,6 +85,11 @@ def compile_bundle(conn: psycopg.Connection[Any], project: str) -> dict[str, Any
     return {**bundle, "changed": True}
 
 
+def switched_off(project: str) -> dict[str, Any]:
+    """The bundle agents read while the kill switch is on: the shape they know, with no units, marked off."""
+    return {"v": V.BUNDLE_VERSION, "project": project, "units": [], V.MEMORY_OFF: True}
+
+
 def latest_bundle(conn: psycopg.Connection[Any], project: str) -> dict[str, Any] | None:
     """A project's latest stored bundle, the one agents read; None before the first compile."""
     row = conn.execute("SELECT bundle FROM memory_bundles WHERE project = %s ORDER BY revision DESC LIMIT 1",

@@ -58,10 +58,7 @@ def curate_day(conn: psycopg.Connection[Any], model_key: str, day: date,
                 action = verdict(unit, nearest, agreement)
                 if nearest is not None and action == "merge" and merge(conn, unit, nearest):
                     counts["merged"] += 1
-                elif nearest is not None and action == "review" and conn.execute(query("curation/mark_review"), {
-                        "conflicts_with": nearest["id"], "unit_id": unit["id"], "revision": unit["revision"]}).rowcount:
-                    audit.record(conn, "curation", "review", project=unit["project"], unit_id=unit["id"],
-                                 details={"conflicts_with": str(nearest["id"]), "cosine": round(nearest["cosine"], 4)})
+                elif nearest is not None and action == "review" and send_to_review(conn, unit, nearest):
                     counts["review"] += 1
                 else:
                     counts["unchanged"] += 1
@@ -122,6 +119,17 @@ def merge(conn: psycopg.Connection[Any], unit: dict[str, Any], nearest: dict[str
     conn.execute(query("curation/retire_duplicate"), pair)
     audit.record(conn, "curation", "merge", project=unit["project"], unit_id=newcomer,
                  details={"into": str(canonical)})
+    return True
+
+
+def send_to_review(conn: psycopg.Connection[Any], unit: dict[str, Any], nearest: dict[str, Any]) -> bool:
+    """Send a newcomer (a curation/day_units row) to review beside the older unit it may contradict, audited; False,
+    and nothing changed, when it was forgotten or corrected since curation read it."""
+    if not conn.execute(query("curation/mark_review"), {"conflicts_with": nearest["id"], "unit_id": unit["id"],
+                                                         "revision": unit["revision"]}).rowcount:
+        return False
+    audit.record(conn, "curation", "review", project=unit["project"], unit_id=unit["id"],
+                 details={"conflicts_with": str(nearest["id"]), "cosine": round(nearest["cosine"], 4)})
     return True
 
 
