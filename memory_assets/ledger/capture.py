@@ -419,7 +419,7 @@ def corrected(conn: psycopg.Connection[Any], current: dict[str, Any], candidate:
             row = conn.execute(query("ledger/correct_unit"), {
                 "title": candidate.title, "body": candidate.body, "keywords": list(candidate.keywords),
                 "content_hash": candidate.content_hash, "actor": actor, "unit_id": current["id"],
-                "read_revision": current["revision"]}).fetchone()
+                "read_revision": current["revision"], "read_content_hash": current["content_hash"]}).fetchone()
             if row is None:  # forgotten or corrected since the read: the caller reads it again
                 return None
             revision: int = row[0]

@@ -347,14 +347,14 @@ def test_the_fold_functions_speak_the_vocabulary(conn):
                                       .split()) for name in ("memory_fold", "memory_remember", "memory_remember_gated"))
     live = f"status IN {database.sql_list(V.LIVE_STATUSES)}"
     forgotten = f"status = '{V.STATUS_FORGOTTEN}'"
-    for body, lives, forgottens in ((fold, 3, 2), (remember, 3, 1)):
+    for body, lives, forgottens in ((fold, 3, 4), (remember, 3, 2)):
         assert body.count(live) == lives and body.count(forgotten) == forgottens, body
         assert not any(f"'{s}'" in body.replace(live, "") for s in V.LIVE_STATUSES), body  # no other spelling
         for outcome in (V.INBOX_INSERTED, V.INBOX_DUPLICATE, V.INBOX_FORGOTTEN):
             assert f"'{outcome}'" in body, outcome
         assert f"visibility = '{V.VISIBILITY_PRIVATE}'" in body and f"'{V.TOKEN_PREFIX}' ||" in body
         assert body.count(f"project, {', '.join(V.PROVENANCE_FIELDS)},") == 2, body  # a source's columns
-    assert fold.count("coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)") == 4, fold
+    assert fold.count("coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)") == 5, fold
     columns = ", ".join(V.INBOX_COLUMNS)
     assert remember.count(columns) == 2, remember  # inserted and selected: the same list
     assert f"SELECT '{V.SWITCH_KILLED}'::text" in gated and f"SELECT '{V.CANON_CHANGED}'::text" in gated
@@ -538,6 +538,67 @@ def test_correct_never_takes_another_units_text_live_or_forgotten(mem, conn, sto
         mem.correct("acme", other, title=FACT["title"], body=FACT["body"])
     assert mem.unit("acme", other)["body"] == "The relay listens on 8000." and FACT["body"] not in stored_text()
     assert mem.correct("acme", other, body="The relay listens on port 8000.") == 2  # its own words still change
+
+
+EARLIER = {**FACT, "body": "The relay is bought from Ostwind GmbH."}  # the words the agents first wrote
+
+
+def corrected_then_forgotten(mem) -> str:
+    """A unit written in EARLIER's words, corrected twice (to FACT's words, then to a third), then forgotten."""
+    token = mem.remember(**EARLIER).token
+    mem.correct("acme", token, body=FACT["body"])
+    mem.correct("acme", token, body="The relay comes from Ostwind, the Kiel plant.")
+    mem.forget("acme", token, authz.Actor.for_project("acme", "op", forget=True), reason="asked")
+    return token
+
+
+def test_a_forgotten_units_earlier_wordings_are_never_stored_again(mem, conn, stored_text):
+    """Regression (an attacker's pass): a correction replaced the unit's content hash, so a unit corrected and then
+    forgotten kept only its last wording's; each earlier one (the agents' first words included) was remembered again
+    as a new live unit. Every write path now buries them: remember(), remember_many's fold, and a correction of
+    another unit."""
+    token = corrected_then_forgotten(mem)
+    forgotten = ("rejected", V.INBOX_FORGOTTEN)
+    for words in (EARLIER, FACT):  # the first words, then those between the two corrections: the one-row fold
+        again = mem.remember(**words, task_id="T-9")
+        assert (again.status, again.reason) == forgotten
+    folded = capture.remember_many(conn, [gates.validate(**EARLIER, task_id="T-10"),
+                                          gates.validate(**FACT, task_id="T-10")])
+    assert folded["inserted"] == 0, folded  # the set-based fold
+    assert conn.execute("SELECT outcome FROM memory_inbox WHERE task_id = 'T-10'").fetchall() == [
+        (V.INBOX_FORGOTTEN,)] * 2
+    other = mem.remember(**{**FACT, "title": "Relay port", "body": "The relay listens on 8000."}).token
+    for body in (EARLIER["body"], FACT["body"]):
+        with pytest.raises(memory_assets.ValidationError, match="body: this text was forgotten in the project"):
+            mem.correct("acme", other, title=FACT["title"], body=body)
+    assert conn.execute("SELECT count(*) FROM memory_units WHERE status <> 'forgotten'").fetchone()[0] == 1
+    assert {row[0] for row in conn.execute("SELECT unit_id FROM memory_inbox WHERE outcome = 'forgotten'")} == {
+        mem.unit("acme", token)["id"]}
+    text = stored_text()
+    assert EARLIER["body"] not in text and FACT["body"] not in text and "Kiel" not in text
+
+
+def test_a_forget_buries_rows_waiting_to_fold_in_an_earlier_wording(mem, conn, stored_text):
+    """A row captured unfolded in words the unit held before a correction is blanked by the forget at once, as a
+    row in its last words is: no text of the forgotten fact waits in the inbox for a fold."""
+    token = mem.remember(**EARLIER).token
+    mem.correct("acme", token, body=FACT["body"])
+    capture.remember_many(conn, [gates.validate(**EARLIER, task_id="T-2")], fold_now=False)
+    mem.forget("acme", token, authz.Actor.for_project("acme", "op", forget=True))
+    assert conn.execute("SELECT count(*) FROM memory_inbox WHERE unit_id IS NULL").fetchone()[0] == 0
+    assert EARLIER["body"] not in stored_text()
+
+
+def test_the_migration_keeps_the_earlier_wordings_the_inbox_knows(mem, conn):
+    """Units corrected before sql/037 have no former wordings recorded; the migration takes each from the inbox
+    rows folded into a unit whose content has changed since, so forgetting such a unit buries its first words."""
+    token = mem.remember(**EARLIER).token
+    mem.correct("acme", token, body=FACT["body"])
+    conn.execute("DELETE FROM memory_former_wordings")  # as a store corrected before the migration
+    conn.execute((database.sql_dir() / "037_forgotten_wordings_stay_forgotten.sql").read_text())
+    conn.commit()
+    mem.forget("acme", token, authz.Actor.for_project("acme", "op", forget=True))
+    assert mem.remember(**EARLIER, task_id="T-9").reason == V.INBOX_FORGOTTEN
 
 
 def test_two_corrections_of_different_fields_at_once_both_land(mem, conn, monkeypatch):

@@ -1,8 +1,16 @@
 -- A unit's text corrected in place (same fact, better words); the revision trigger raises its revision. Only over
--- the revision the correction read (the fields it leaves are that revision's) and never on a forgotten unit, whose
--- tombstone never takes text again: no row otherwise.
-UPDATE memory_units
-SET title = %(title)s, body = %(body)s, keywords = %(keywords)s, content_hash = %(content_hash)s,
-    updated_by = %(actor)s
-WHERE id = %(unit_id)s AND status <> {status_forgotten} AND revision = %(read_revision)s
-RETURNING revision;
+-- the revision the correction read (the fields it leaves are that revision's, its content hash the one replaced)
+-- and never on a forgotten unit, whose tombstone never takes text again: no row otherwise. The wording replaced is
+-- kept as its hash, so that once the unit is forgotten no write stores it again.
+WITH corrected AS (
+    UPDATE memory_units
+    SET title = %(title)s, body = %(body)s, keywords = %(keywords)s, content_hash = %(content_hash)s,
+        updated_by = %(actor)s
+    WHERE id = %(unit_id)s AND status <> {status_forgotten} AND revision = %(read_revision)s
+    RETURNING id, project, kind, revision
+), former AS (
+    INSERT INTO memory_former_wordings (project, kind, content_hash, unit_id)
+    SELECT project, kind, %(read_content_hash)s, id FROM corrected WHERE %(read_content_hash)s <> %(content_hash)s
+    ON CONFLICT DO NOTHING
+)
+SELECT revision FROM corrected;

@@ -1,0 +1,277 @@
+-- A forgotten unit's text is never stored again, but a correction replaced a unit's content hash in place: a unit
+-- corrected and then forgotten kept only its last wording's hash, so its earlier wordings (the one agents first
+-- wrote included) folded as new live units. Every wording a correction replaces is kept here, as a hash (never the
+-- text), and every write's forgotten-content probe reads the forgotten units' earlier wordings beside their last.
+CREATE TABLE IF NOT EXISTS memory_former_wordings (
+    project      text NOT NULL,
+    kind         text NOT NULL,
+    content_hash text NOT NULL,
+    unit_id      uuid NOT NULL REFERENCES memory_units (id),
+    replaced_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (project, kind, content_hash, unit_id)
+);
+-- Like every memory table (sql/009): row-level security forced, the owner through its own policy, the analysts
+-- reading every row (hashes only, as they read the units' content_hash).
+GRANT SELECT ON memory_former_wordings TO memory_reader;
+ALTER TABLE memory_former_wordings ENABLE ROW LEVEL SECURITY;
+ALTER TABLE memory_former_wordings FORCE ROW LEVEL SECURITY;
+DO $$
+BEGIN
+    EXECUTE 'DROP POLICY IF EXISTS owner_maintenance ON memory_former_wordings';
+    EXECUTE format('CREATE POLICY owner_maintenance ON memory_former_wordings TO %I USING (true) WITH CHECK (true)',
+                   (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = 'memory_former_wordings'::regclass));
+END $$;
+DROP POLICY IF EXISTS analyst_read ON memory_former_wordings;
+CREATE POLICY analyst_read ON memory_former_wordings FOR SELECT TO memory_reader USING (true);
+
+-- The wordings corrected away before this migration that the inbox still knows: a row folded into a unit whose
+-- content has changed since (the intermediate wordings of several corrections were never captured, so are lost).
+INSERT INTO memory_former_wordings (project, kind, content_hash, unit_id)
+SELECT DISTINCT i.project, i.kind, i.content_hash, i.unit_id
+FROM memory_inbox i
+JOIN memory_units u ON u.id = i.unit_id
+WHERE i.content_hash <> u.content_hash AND i.kind = u.kind
+ON CONFLICT DO NOTHING;
+
+-- sql/024's two folds, unchanged but for their forgotten-content probes, which now read the forgotten units'
+-- earlier wordings too (tests/ledger/test_capture.py still checks that they write a unit and a source alike).
+CREATE OR REPLACE FUNCTION memory_fold(fold_keys text[], fold_trust real, OUT projects_folded integer,
+                                       OUT units_inserted bigint, OUT sources_linked bigint, OUT rows_buried bigint)
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+AS $$
+DECLARE
+    fold_projects text[];
+    buried_wordings bigint;
+BEGIN
+    -- "Unfolded" is spelled coalesce(unit_id IS NULL, false) so that no plan can use the partial index of unfolded
+    -- rows (memory_inbox_unfolded_day): each fold leaves a dead entry there until vacuum, and a plan that filtered
+    -- the keys over it slowed every remember() with the store's write history (16 ms at 30k units written).
+    SELECT coalesce(array_agg(DISTINCT i.project ORDER BY i.project), '{}') INTO fold_projects
+    FROM memory_inbox i
+    WHERE coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys);
+    projects_folded := cardinality(fold_projects);
+    IF projects_folded = 0 THEN
+        units_inserted := 0; sources_linked := 0; rows_buried := 0;
+        RETURN;
+    END IF;
+    -- every new project gets its counter row (unit numbers start after last_number); then the counter rows are
+    -- locked to commit, in name order so concurrent folds never deadlock: numbers stay gap-free. Each statement
+    -- below folds only rows of these projects: a row of another project captured meanwhile waits for its own fold.
+    INSERT INTO memory_projects (project) SELECT unnest(fold_projects) ON CONFLICT (project) DO NOTHING;
+    PERFORM 1 FROM memory_projects WHERE project = ANY (fold_projects) ORDER BY project FOR UPDATE;
+
+    -- The two content probes (an OR of the statuses scanned the whole project) are subplans run per inbox row with
+    -- the row's key as their index condition: OFFSET 0 keeps them from becoming anti-joins, which a plan made on
+    -- small tables ran as one read of every live (and every forgotten) unit of the store per write.
+    WITH cand AS (
+        SELECT DISTINCT ON (i.project, i.kind, i.content_hash) i.*
+        FROM memory_inbox i
+        WHERE coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)
+          AND i.project = ANY (fold_projects)
+          AND NOT EXISTS (
+              SELECT 1 FROM memory_units u
+              WHERE u.project = i.project AND u.kind = i.kind AND u.content_hash = i.content_hash
+                AND u.status IN ('proposed', 'review', 'active', 'flagged', 'stale')
+              OFFSET 0)
+          AND NOT EXISTS (
+              SELECT 1 FROM memory_units u
+              WHERE u.project = i.project AND u.kind = i.kind AND u.content_hash = i.content_hash
+                AND u.status = 'forgotten'
+              OFFSET 0)
+          AND NOT EXISTS (
+              SELECT 1 FROM memory_former_wordings w JOIN memory_units u ON u.id = w.unit_id
+              WHERE w.project = i.project AND w.kind = i.kind AND w.content_hash = i.content_hash
+                AND u.status = 'forgotten'
+              OFFSET 0)
+        ORDER BY i.project, i.kind, i.content_hash, i.id
+    ), numbered AS (
+        SELECT c.*, p.last_number + row_number() OVER (PARTITION BY c.project ORDER BY c.id) AS number
+        FROM cand c JOIN memory_projects p USING (project)
+    ), inserted AS (
+        INSERT INTO memory_units (project, number, type, kind, title, body, paths, keywords, status, confidence,
+                                  importance, trust, content_hash, valid_from, origin_inbox_id, created_by,
+                                  created_at, updated_by, updated_at, private_to,
+                                  origin_session_id, origin_persona, origin_visibility, sources_beyond_origin)
+        SELECT project, number, type, kind, title, body, paths, keywords, status, confidence,
+               importance, fold_trust, content_hash, coalesce(valid_from, received_at), id,
+               coalesce(persona, feed), received_at, coalesce(persona, feed), received_at,
+               CASE WHEN visibility = 'private' THEN ARRAY[persona] END,
+               session_id, persona, visibility, false
+        FROM numbered
+        ON CONFLICT (project, kind, content_hash) WHERE status IN ('proposed', 'review', 'active', 'flagged', 'stale')
+        DO NOTHING
+        RETURNING id, project, number
+    ), counters AS (
+        UPDATE memory_projects p SET last_number = m.top
+        FROM (SELECT project, max(number) AS top FROM inserted GROUP BY project) m
+        WHERE p.project = m.project
+        RETURNING p.project
+    )
+    INSERT INTO audit_log (actor, action, project, unit_id, reason, details)
+    SELECT 'ledger', 'insert', project, id, NULL, jsonb_build_object('token', 'mem-' || number)
+    FROM inserted;
+    GET DIAGNOSTICS units_inserted = ROW_COUNT;
+
+    -- each unfolded row points at the live unit holding its content and becomes that unit's source (one source
+    -- per unit and task: a replayed task adds nothing)
+    WITH linked AS (
+        UPDATE memory_inbox i
+        SET unit_id = u.id,
+            folded_at = now(),
+            outcome = CASE WHEN u.origin_inbox_id = i.id THEN 'inserted' ELSE 'duplicate' END
+        FROM memory_units u
+        WHERE coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)
+          AND i.project = ANY (fold_projects)
+          AND u.project = i.project AND u.kind = i.kind AND u.content_hash = i.content_hash
+          AND u.status IN ('proposed', 'review', 'active', 'flagged', 'stale')
+        RETURNING i.*
+    )
+    INSERT INTO memory_sources (unit_id, project, feed, task_id, session_id, persona, model, observed_sha, source_ref,
+                                visibility, inbox_id, created_at)
+    SELECT unit_id, project, feed, task_id, session_id, persona, model, observed_sha, source_ref, visibility, id,
+           received_at
+    FROM linked
+    ORDER BY id
+    ON CONFLICT (unit_id, task_id) DO NOTHING;
+    GET DIAGNOSTICS sources_linked = ROW_COUNT;
+
+    -- rows whose content was forgotten in their project: linked to the tombstone, their text blanked at once
+    UPDATE memory_inbox i
+    SET unit_id = u.id, folded_at = now(), outcome = 'forgotten', title = '', body = '', paths = '{}',
+        keywords = '{}'
+    FROM memory_units u
+    WHERE coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)
+      AND i.project = ANY (fold_projects)
+      AND u.project = i.project AND u.kind = i.kind AND u.content_hash = i.content_hash
+      AND u.status = 'forgotten';
+    GET DIAGNOSTICS rows_buried = ROW_COUNT;
+    -- and rows whose content a forgotten unit held before a correction: linked to that unit, blanked alike
+    UPDATE memory_inbox i
+    SET unit_id = u.id, folded_at = now(), outcome = 'forgotten', title = '', body = '', paths = '{}',
+        keywords = '{}'
+    FROM memory_former_wordings w
+    JOIN memory_units u ON u.id = w.unit_id
+    WHERE coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)
+      AND i.project = ANY (fold_projects)
+      AND w.project = i.project AND w.kind = i.kind AND w.content_hash = i.content_hash
+      AND u.status = 'forgotten';
+    GET DIAGNOSTICS buried_wordings = ROW_COUNT;
+    rows_buried := rows_buried + buried_wordings;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory_remember(candidate jsonb, fold_trust real)
+RETURNS TABLE (outcome text, unit_id uuid, number bigint, status text, replayed boolean)
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+AS $$
+#variable_conflict use_column
+DECLARE
+    row_id bigint;
+    row_project text;
+    row_kind text;
+    row_hash text;
+    top bigint;
+    found_id uuid;
+    found_number bigint;
+    found_status text;
+    became text;
+BEGIN
+    -- captured before any lock is taken, as remember_many captures before its fold locks: a write never waits for
+    -- a key while holding a counter row
+    INSERT INTO memory_inbox (idempotency_key, project, kind, type, title, body, paths, keywords, confidence,
+                              importance, valid_from, feed, task_id, session_id, persona, model, observed_sha,
+                              source_ref, visibility, status, content_hash)
+    SELECT idempotency_key, project, kind, type, title, body, paths, keywords, confidence, importance, valid_from,
+           feed, task_id, session_id, persona, model, observed_sha, source_ref, visibility, status, content_hash
+    FROM jsonb_populate_record(NULL::memory_inbox, candidate)
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING id, project, kind, content_hash INTO row_id, row_project, row_kind, row_hash;
+    IF row_id IS NULL THEN  -- a replayed key: what became of it (folded now if it was captured unfolded)
+        PERFORM memory_fold(ARRAY[candidate ->> 'idempotency_key'], fold_trust);
+        RETURN QUERY
+            SELECT i.outcome, i.unit_id, u.number, u.status, i.xmin <> pg_current_xact_id()::xid
+            FROM memory_inbox i
+            JOIN memory_units u ON u.id = i.unit_id
+            WHERE i.idempotency_key = candidate ->> 'idempotency_key';
+        RETURN;
+    END IF;
+
+    -- the project's counter row, locked to commit: every fold of the project waits here, so the probes below stay
+    -- true until this transaction commits and unit numbers stay gap-free
+    INSERT INTO memory_projects (project) VALUES (row_project) ON CONFLICT (project) DO NOTHING;
+    SELECT p.last_number INTO top FROM memory_projects p WHERE p.project = row_project FOR UPDATE;
+
+    SELECT u.id, u.number, u.status INTO found_id, found_number, found_status
+    FROM memory_units u
+    WHERE u.project = row_project AND u.kind = row_kind AND u.content_hash = row_hash
+      AND u.status IN ('proposed', 'review', 'active', 'flagged', 'stale');
+    became := 'duplicate';
+    IF NOT FOUND THEN
+        SELECT f.id, f.number, f.status INTO found_id, found_number, found_status
+        FROM (SELECT u.id, u.number, u.status
+              FROM memory_units u
+              WHERE u.project = row_project AND u.kind = row_kind AND u.content_hash = row_hash
+                AND u.status = 'forgotten'
+              UNION ALL  -- a wording the forgotten unit held before a correction
+              SELECT u.id, u.number, u.status
+              FROM memory_former_wordings w
+              JOIN memory_units u ON u.id = w.unit_id
+              WHERE w.project = row_project AND w.kind = row_kind AND w.content_hash = row_hash
+                AND u.status = 'forgotten') AS f
+        ORDER BY f.number
+        LIMIT 1;
+        became := 'forgotten';
+    END IF;
+    IF NOT FOUND THEN
+        INSERT INTO memory_units (project, number, type, kind, title, body, paths, keywords, status, confidence,
+                                  importance, trust, content_hash, valid_from, origin_inbox_id, created_by,
+                                  created_at, updated_by, updated_at, private_to,
+                                  origin_session_id, origin_persona, origin_visibility, sources_beyond_origin)
+        SELECT project, number, type, kind, title, body, paths, keywords, status, confidence,
+               importance, fold_trust, content_hash, coalesce(valid_from, received_at), id,
+               coalesce(persona, feed), received_at, coalesce(persona, feed), received_at,
+               CASE WHEN visibility = 'private' THEN ARRAY[persona] END,
+               session_id, persona, visibility, false
+        FROM (SELECT i.*, top + 1 AS number FROM memory_inbox i WHERE i.id = row_id) AS numbered
+        ON CONFLICT (project, kind, content_hash) WHERE status IN ('proposed', 'review', 'active', 'flagged', 'stale')
+        DO NOTHING
+        RETURNING id, number, status INTO found_id, found_number, found_status;
+        IF FOUND THEN
+            UPDATE memory_projects p SET last_number = found_number WHERE p.project = row_project;
+            INSERT INTO audit_log (actor, action, project, unit_id, reason, details)
+            VALUES ('ledger', 'insert', row_project, found_id, NULL,
+                    jsonb_build_object('token', 'mem-' || found_number));
+            became := 'inserted';
+        ELSE  -- a write that takes no counter row (a correction) made the content live meanwhile: link to it
+            SELECT u.id, u.number, u.status INTO found_id, found_number, found_status
+            FROM memory_units u
+            WHERE u.project = row_project AND u.kind = row_kind AND u.content_hash = row_hash
+              AND u.status IN ('proposed', 'review', 'active', 'flagged', 'stale');
+            became := 'duplicate';
+        END IF;
+    END IF;
+
+    IF became = 'forgotten' THEN  -- linked to the tombstone, its text blanked at once
+        UPDATE memory_inbox i
+        SET unit_id = found_id, folded_at = now(), outcome = 'forgotten', title = '', body = '', paths = '{}',
+            keywords = '{}'
+        WHERE i.id = row_id;
+    ELSE  -- linked to the live unit holding its content, and that unit's source (once per unit and task)
+        WITH linked AS (
+            UPDATE memory_inbox i
+            SET unit_id = found_id, folded_at = now(), outcome = became
+            WHERE i.id = row_id
+            RETURNING i.*
+        )
+        INSERT INTO memory_sources (unit_id, project, feed, task_id, session_id, persona, model, observed_sha,
+                                    source_ref, visibility, inbox_id, created_at)
+        SELECT unit_id, project, feed, task_id, session_id, persona, model, observed_sha, source_ref, visibility, id,
+               received_at
+        FROM linked
+        ON CONFLICT (unit_id, task_id) DO NOTHING;
+    END IF;
+    RETURN QUERY SELECT became, found_id, found_number, found_status, false;
+END $$;
