@@ -712,7 +712,9 @@ def test_one_write_reads_no_whole_table_however_large_the_store(conn, analysed):
     entry per past fold (remember() took 16 ms at 30k units written, 3 ms fresh), the fold's content probes
     read every live unit of the project through (project, status) until the store was analysed (remember() went
     from 3.7 to 8.6 ms as one project grew to 4,000 units), and once it was analysed (autovacuum, in a full test
-    run), remember_many's capture read that partial index whole for an empty list of replay keys."""
+    run), remember_many's capture read that partial index whole for an empty list of replay keys. The forgotten
+    probe read every unit of the project by (project, number) where the statistics said each project had one unit
+    (left by tests/test_curation.py when it ran first)."""
     capture.remember_many(conn, [gates.validate(project="acme" if i % 5 == 0 else f"other-{i % 5}", kind="env",
                                                 type="semantic", title=f"Service {i} port",
                                                 body=f"Service {i} listens on {i}.")
