@@ -386,7 +386,7 @@ def correct(conn: psycopg.Connection[Any], project: str, token: str, *, title: s
     different fields at once both land."""
     actor = gates.identifier("actor", actor, required=True)  # it is written to the unit and the audit log
     for _ in range(V.CORRECT_ATTEMPTS):
-        current = units.unit(conn, project, token)
+        current = units.unit_row(conn, project, token)
         if current is None:
             raise ValidationError("token", f"no unit {token} in project {project}")
         if current["status"] == V.STATUS_FORGOTTEN:

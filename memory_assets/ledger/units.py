@@ -17,14 +17,22 @@ def unit(conn: psycopg.Connection[Any], project: str, token: str) -> dict[str, A
     """One unit by project and token, with its sources; None when there is no such unit (under authz.scoped: none
     the actor may see, and only the sources it may see); a project name validate would refuse (a credential pasted
     as one) is a ValidationError, never quoted back."""
+    row = unit_row(conn, project, token)
+    if row is not None:
+        with conn.cursor(row_factory=dict_row) as cur:
+            row["sources"] = cur.execute(query("ledger/unit_sources"), {"unit_id": row["id"]}).fetchall()
+    return row
+
+
+def unit_row(conn: psycopg.Connection[Any], project: str, token: str) -> dict[str, Any] | None:
+    """One unit's own row by project and token, as `unit` reads it but without its sources (a correction needs
+    none)."""
     project = gates.project_name(project)
     number = tokens.number_of(token)
     with conn.cursor(row_factory=dict_row) as cur:
         row = cur.execute(query("ledger/unit_by_token"), {"project": project, "number": number}).fetchone()
-        if row is None:
-            return None
+    if row is not None:
         row["token"] = tokens.token_of(row["number"])
-        row["sources"] = cur.execute(query("ledger/unit_sources"), {"unit_id": row["id"]}).fetchall()
     return row
 
 

@@ -606,7 +606,7 @@ def test_two_corrections_of_different_fields_at_once_both_land(mem, conn, monkey
     transaction, so one landing between that read and its write was undone (18 of 20 concurrent pairs lost one).
     It now writes only over the revision it read, else reads and gates again."""
     token = mem.remember(**FACT).token
-    real_unit = capture.units.unit
+    real_unit = capture.units.unit_row
     raced = []
 
     def read_then_another_correction_lands(connection, project, unit_token):
@@ -617,7 +617,7 @@ def test_two_corrections_of_different_fields_at_once_both_land(mem, conn, monkey
             raced[0] = capture.correct(conn, "acme", token, body=fixed_body)
         return row
 
-    monkeypatch.setattr(capture.units, "unit", read_then_another_correction_lands)
+    monkeypatch.setattr(capture.units, "unit_row", read_then_another_correction_lands)
     assert mem.correct("acme", token, title="Relay vendor (fixed title)") == 3
     assert raced == [2]
     assert conn.execute("SELECT title, body, revision FROM memory_units").fetchone() == (
