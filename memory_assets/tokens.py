@@ -31,18 +31,19 @@ def number_of(token: str) -> int:
 def unit_id_of(conn: psycopg.Connection[Any], project: str, token: str) -> Any:
     """The id of `mem-<n>` in a project (a name its caller checked: the error names it); ValidationError when there
     is none."""
-    row = conn.execute("SELECT id FROM memory_units WHERE project = %s AND number = %s",
-                       (project, number_of(token))).fetchone()
-    if row is None:
-        raise ValidationError("token", f"no unit {token} in project {project}")
-    return row[0]
+    return one_unit_id(conn, "ledger/unit_id", project, token, {})
 
 
 def unit_id_read_by(conn: psycopg.Connection[Any], project: str, token: str, persona: str | None) -> Any:
     """The id of `mem-<n>` in a project as `persona` reads it (None: a reader naming no persona); ValidationError in
     unit_id_of's words when there is none, or only one private to other personas (no telling the two apart)."""
-    row = conn.execute(query("ledger/unit_a_persona_reads"),
-                       {"project": project, "number": number_of(token), "persona": persona}).fetchone()
+    return one_unit_id(conn, "ledger/unit_a_persona_reads", project, token, {"persona": persona})
+
+
+def one_unit_id(conn: psycopg.Connection[Any], query_name: str, project: str, token: str,
+                params: dict[str, Any]) -> Any:
+    """The id a named query finds for a project's `mem-<n>`; ValidationError naming the token when it finds none."""
+    row = conn.execute(query(query_name), {"project": project, "number": number_of(token), **params}).fetchone()
     if row is None:
         raise ValidationError("token", f"no unit {token} in project {project}")
     return row[0]
