@@ -416,6 +416,31 @@ def test_every_memory_table_forces_row_level_security(conn):
     assert owner_policies == {name for name, _, _ in tables}
 
 
+def test_a_scoped_writer_inserts_no_unit_and_no_source(mem, conn):
+    """Regression (an attacker's pass): memory_app could insert units and sources, checked by project alone. A writer
+    without the forget scope inserted a tombstone with a fact's content hash (every later write of that fact refused
+    as forgotten, no forget audited), and a source inserted for another persona's private unit, which it cannot read,
+    made the owner-run audience trigger publish that unit. No request path inserts either as the role: both are
+    refused now, and the fact and the private unit stay as they were."""
+    fact = dict(project="acme", kind="env", type="semantic", title="Relay vendor", body="The relay is from Ostwind.")
+    private = mem.remember(**{**fact, "title": "Bo's plan", "body": "Bo moves to Kiel in May."}, persona="bo",
+                           visibility="private")
+    private_id = conn.execute("SELECT id FROM memory_units").fetchone()[0]
+    writer = Actor.for_project("acme", "mallory")  # read and write, no forget
+    tombstone = ("INSERT INTO memory_units (project, number, type, kind, title, body, status, confidence, importance, "
+                 "trust, content_hash) VALUES ('acme', 99, 'semantic', 'env', '', '', 'forgotten', 0.5, 0.5, 0.5, %s)")
+    source = ("INSERT INTO memory_sources (unit_id, project, feed, task_id, visibility) "
+              "VALUES (%s, 'acme', 'agent', 'T-1', 'project')")
+    for sql, params in ((tombstone, (memory_assets.gates.content_hash("env", fact["title"], fact["body"]),)),
+                        (source, (private_id,))):
+        with mem.connection() as scoped_conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+            with authz.scoped(scoped_conn, writer):
+                scoped_conn.execute(sql, params)
+    assert mem.remember(**fact).status == "active"
+    assert conn.execute("SELECT private_to FROM memory_units WHERE id = %s", (private_id,)).fetchone()[0] == ["bo"]
+    assert mem.unit("acme", private.token) is None  # a reader naming no persona still cannot see it
+
+
 @pytest.fixture
 def non_superuser_owner(clean):
     """A second database on the same server, owned (tables, migrations) by a role that is no superuser, as on a
