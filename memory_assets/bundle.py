@@ -63,16 +63,22 @@ def compile_units(rows: list[dict[str, Any]], project: str) -> list[dict[str, An
     return kept
 
 
+def hold_bundles(conn: psycopg.Connection[Any], project: str) -> None:
+    """Serialise, until commit, a compile of the project's bundle with a forget's scrub of its stored revisions: a
+    compile reads its units once it holds this, so it never stores a unit forgotten after its read."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"bundle:{project}",))
+
+
 def compile_bundle(conn: psycopg.Connection[Any], project: str) -> dict[str, Any]:
     """Compile a project's bundle; a new revision is stored only when its content changed."""
-    with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(query("bundle/eligible_units"), {
-            "project": project, "types": list(V.INJECTABLE_TYPES), "min_trust": V.BUNDLE_MIN_TRUST,
-            "hours": V.BUNDLE_PATH_VERIFIED_HOURS}).fetchall()
-    units = compile_units(rows, project)
-    content_hash = hashlib.sha256(json.dumps(units, sort_keys=True).encode()).hexdigest()
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"bundle:{project}",))
+        hold_bundles(conn, project)
+        with conn.cursor(row_factory=dict_row) as cur:
+            rows = cur.execute(query("bundle/eligible_units"), {
+                "project": project, "types": list(V.INJECTABLE_TYPES), "min_trust": V.BUNDLE_MIN_TRUST,
+                "hours": V.BUNDLE_PATH_VERIFIED_HOURS}).fetchall()
+        units = compile_units(rows, project)
+        content_hash = hashlib.sha256(json.dumps(units, sort_keys=True).encode()).hexdigest()
         latest = conn.execute(query("bundle/latest_revision"), {"project": project}).fetchone()
         if latest and latest[1] == content_hash:
             return {**latest[2], "changed": False}

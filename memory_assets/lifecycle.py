@@ -71,7 +71,9 @@ def forget(conn: psycopg.Connection[Any], project: str, token: str, actor: authz
         conn.execute(query("lifecycle/drop_merged_sources"), {"ids": ids})
         conn.execute(query("lifecycle/drop_derived_clusters"), {"ids": ids})
         conn.execute(query("lifecycle/blank_inbox_text"), {"ids": ids})
-        # past bundle revisions lose the units too; the next revision is compiled without them
+        # past bundle revisions lose the units too (a compile that read them first has stored its revision by now);
+        # the next revision is compiled without them
+        bundle.hold_bundles(conn, project)
         conn.execute(query("lifecycle/forget_in_bundles"), {"project": project, "tokens": list(forgotten.values())})
         audit.record(conn, actor.name, V.AUDIT_FORGET, project=project, unit_id=unit_id, reason=reason)
         for derived in ids[1:]:

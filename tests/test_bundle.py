@@ -89,3 +89,35 @@ def test_the_byte_cap_counts_the_real_header_of_a_64_character_project(mem, conn
     assert bundle_problems(compiled) == []
     widest = {**compiled, "revision": V.BUNDLE_MAX_REVISION}  # the budget holds at any revision
     assert len(json.dumps({k: v for k, v in widest.items() if k != "changed"}).encode()) <= V.BUNDLE_MAX_BYTES
+
+
+def test_a_compile_racing_a_forget_never_stores_the_forgotten_unit(mem, monkeypatch):
+    """Regression (an attacker's pass): a compile read its units before it locked, so a forget that committed between
+    its read and its store scrubbed the stored revisions first, and the compile then stored the forgotten unit's
+    title and keywords in the latest bundle, the one agents read. The compile now reads under the bundle lock, which
+    the forget's scrub takes too: the forget waits for the compile and scrubs what it stored."""
+    import threading
+
+    from memory_assets import authz
+
+    token = mem.remember(project="acme", kind="env", type="semantic", title="Relay vendor",
+                         body="The relay is bought from Ostwind GmbH.", keywords=["ostwind-gmbh"]).token
+    compiling, forgotten = threading.Event(), threading.Event()
+    real_compile_units = bundle.compile_units
+
+    def forget_meanwhile(rows, project):
+        if threading.current_thread().name == "compiler":
+            compiling.set()
+            forgotten.wait(timeout=3)  # the forget commits here when the compile holds no lock
+        return real_compile_units(rows, project)
+
+    monkeypatch.setattr(bundle, "compile_units", forget_meanwhile)
+    compiler = threading.Thread(target=mem.compile_bundle, args=("acme",), name="compiler")
+    compiler.start()
+    assert compiling.wait(timeout=10)
+    mem.forget("acme", token, authz.Actor.for_project("acme", "op", forget=True), reason="asked")
+    forgotten.set()
+    compiler.join(timeout=30)
+    assert not compiler.is_alive()
+    latest = mem.bundle("acme")
+    assert latest is not None and latest["units"] == [], latest
