@@ -41,7 +41,8 @@ CREATE INDEX IF NOT EXISTS memory_units_forgotten_content ON memory_units (proje
     WHERE status = 'forgotten';
 
 -- sql/024's two folds, unchanged but for their forgotten-content probes, which now read the forgotten units'
--- earlier wordings too (tests/ledger/test_capture.py still checks that they write a unit and a source alike).
+-- earlier wordings too, and their other probes, which read the key of the row just captured from variables instead
+-- of joining that row back (tests/ledger/test_capture.py still checks that they write a unit and a source alike).
 CREATE OR REPLACE FUNCTION memory_fold(fold_keys text[], fold_trust real, OUT projects_folded integer,
                                        OUT units_inserted bigint, OUT sources_linked bigint, OUT rows_buried bigint)
 LANGUAGE plpgsql
@@ -281,4 +282,93 @@ BEGIN
         ON CONFLICT (unit_id, task_id) DO NOTHING;
     END IF;
     RETURN QUERY SELECT became, found_id, found_number, found_status, false;
+END $$;
+
+-- A forget now also takes every unit of its project holding the forgotten text, in its last wording or an earlier
+-- one (lifecycle/derived_units): a superseded or retired unit of the same words, and a unit written in the earlier
+-- words after a correction. This repairs what forgets before it left behind, as sql/010 did for derived text, with
+-- the same steps: those units are tombstoned (audited as derived), with whatever derives from them in turn, and
+-- every tombstone's inbox rows, clusters, member pointers, merged-in sources and bundle entries are cleared.
+-- Idempotent: on a clean ledger nothing matches.
+DO $$
+DECLARE
+    frontier uuid[];
+    found uuid[];
+    forgotten uuid[];
+BEGIN
+    SELECT coalesce(array_agg(id), '{}') INTO frontier FROM memory_units WHERE status = 'forgotten';
+    LOOP
+        SELECT coalesce(array_agg(u.id), '{}') INTO found
+        FROM memory_units u
+        WHERE u.status <> 'forgotten'
+          AND ((u.created_by = 'consolidation' AND EXISTS (
+                    SELECT 1 FROM memory_sources s JOIN memory_units f ON f.id::text = s.task_id
+                    WHERE s.unit_id = u.id AND s.feed = 'consolidation' AND f.id = ANY (frontier)
+                      AND f.project = u.project))
+               OR EXISTS (SELECT 1 FROM consolidation_clusters c
+                          WHERE c.consolidated_unit = u.id AND c.members && frontier)
+               OR u.duplicate_of = ANY (frontier)
+               OR EXISTS (SELECT 1 FROM memory_units f
+                          WHERE f.id = ANY (frontier) AND f.project = u.project AND f.kind = u.kind
+                            AND f.content_hash = u.content_hash)
+               OR EXISTS (SELECT 1 FROM memory_former_wordings w
+                          WHERE w.unit_id = ANY (frontier) AND w.project = u.project AND w.kind = u.kind
+                            AND w.content_hash = u.content_hash));
+        EXIT WHEN cardinality(found) = 0;
+        UPDATE memory_units
+        SET status = 'forgotten', title = '', body = '', paths = '{}', keywords = '{}', personas = '{}',
+            valid_until = coalesce(valid_until, greatest(valid_from, now())), updated_by = 'migration'
+        WHERE id = ANY (found);
+        INSERT INTO audit_log (actor, action, project, unit_id, reason, details)
+        SELECT 'migration', 'forget', project, id, 'derived from a forgotten unit', '{"migration": 37}'
+        FROM memory_units WHERE id = ANY (found);
+        frontier := found;
+    END LOOP;
+
+    SELECT coalesce(array_agg(id), '{}') INTO forgotten FROM memory_units WHERE status = 'forgotten';
+
+    -- sources a merge copied from a tombstone onto the unit it was merged into (along the duplicate_of chain)
+    WITH RECURSIVE canon(unit_id, source_unit) AS (
+        SELECT duplicate_of, id FROM memory_units WHERE id = ANY (forgotten) AND duplicate_of IS NOT NULL
+        UNION
+        SELECT u.duplicate_of, c.source_unit
+        FROM canon c JOIN memory_units u ON u.id = c.unit_id
+        WHERE u.duplicate_of IS NOT NULL
+    )
+    DELETE FROM memory_sources copy
+    USING canon k, memory_sources s
+    WHERE copy.unit_id = k.unit_id AND NOT k.unit_id = ANY (forgotten)
+      AND s.unit_id = k.source_unit
+      AND copy.task_id IS NOT DISTINCT FROM s.task_id AND copy.inbox_id IS NOT DISTINCT FROM s.inbox_id
+      AND copy.created_at = s.created_at;
+
+    -- clusters that list a tombstone or name one as their summary; pointers at tombstoned summaries
+    DELETE FROM consolidation_clusters WHERE consolidated_unit = ANY (forgotten) OR members && forgotten;
+    UPDATE memory_units SET consolidated_into = NULL WHERE consolidated_into = ANY (forgotten);
+    UPDATE memory_units u SET consolidated_into = NULL
+    WHERE u.id = ANY (forgotten) AND u.consolidated_into IS NOT NULL;
+
+    -- inbox rows that folded into a tombstone, or wait to fold with its content
+    UPDATE memory_inbox i
+    SET title = '', body = '', paths = '{}', keywords = '{}', unit_id = u.id,
+        outcome = coalesce(i.outcome, 'forgotten'), folded_at = coalesce(i.folded_at, now())
+    FROM memory_units u
+    WHERE u.id = ANY (forgotten)
+      AND ((i.unit_id = u.id AND (i.title <> '' OR i.body <> '' OR i.paths <> '{}' OR i.keywords <> '{}'))
+           OR (i.unit_id IS NULL AND i.project = u.project AND i.kind = u.kind
+               AND (i.content_hash = u.content_hash
+                    OR i.content_hash IN (SELECT w.content_hash FROM memory_former_wordings w WHERE w.unit_id = u.id))));
+
+    -- stored bundle revisions that still list a tombstone
+    UPDATE memory_bundles b
+    SET units = jsonb_array_length(kept.units), bundle = jsonb_set(b.bundle, ARRAY['units'], kept.units)
+    FROM (SELECT k.project, k.revision,
+                 (SELECT coalesce(jsonb_agg(e.u ORDER BY e.n), '[]')
+                  FROM jsonb_array_elements(k.bundle->'units') WITH ORDINALITY AS e(u, n)
+                  WHERE NOT EXISTS (SELECT 1 FROM memory_units f
+                                    WHERE f.project = k.project AND f.status = 'forgotten'
+                                      AND 'mem-' || f.number = e.u->>'id')) AS units
+          FROM memory_bundles k) AS kept
+    WHERE b.project = kept.project AND b.revision = kept.revision
+      AND jsonb_array_length(kept.units) <> jsonb_array_length(b.bundle->'units');
 END $$;

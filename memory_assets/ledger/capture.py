@@ -323,6 +323,8 @@ def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidat
             record_rejection(conn, candidate.project, candidate.feed, reason, count)
             rejected[reason] = rejected.get(reason, 0) + count
         written, to_fold = capture(conn, passed, replays=not fold_now)  # a fold now takes its replays by key
+        if written and not fold_now:  # forgotten text never waits in the inbox for the later fold
+            conn.execute(query("ledger/bury_forgotten"), {"keys": written})
         keys = list(dict.fromkeys(c.idempotency_key for c in passed))
         folded = fold(conn, keys=keys) if fold_now and passed else {"inserted": 0}
     return {"captured": len(written), "inserted": folded["inserted"], "rejected": rejected,
@@ -414,8 +416,10 @@ def corrected(conn: psycopg.Connection[Any], current: dict[str, Any], candidate:
                 "project": current["project"], "kind": candidate.kind, "content_hash": candidate.content_hash,
                 "unit_id": current["id"]}).fetchone()
             if holder is not None:
+                number, forgotten, private = holder
                 raise ValidationError("body", "this text was forgotten in the project and is not stored again"
-                                      if holder[1] else f"{tokens.token_of(holder[0])} already holds this text")
+                                      if forgotten else "another unit of the project already holds this text"
+                                      if private else f"{tokens.token_of(number)} already holds this text")
             row = conn.execute(query("ledger/correct_unit"), {
                 "title": candidate.title, "body": candidate.body, "keywords": list(candidate.keywords),
                 "content_hash": candidate.content_hash, "actor": actor, "unit_id": current["id"],

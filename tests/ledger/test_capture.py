@@ -326,6 +326,26 @@ def test_a_units_audience_widens_with_each_contribution(mem, conn):
                                  ("T-4", "dee", "private")]
 
 
+def test_a_private_unit_names_no_other_persona_and_a_correction_never_names_it(mem):
+    """Regression (an attacker's pass): one live unit per content (DESIGN.md invariant 4) means a persona whose private
+    write matches another persona's private unit joins it; the unit then listed every persona of its audience to
+    it, and a correction of another unit to that text was refused naming the private unit's token. A reader now
+    sees only its own persona in the audience (operators, who forget, see it whole), and the refusal names no
+    unit."""
+    secret = dict(project="acme", kind="env", type="semantic", title="Reorg plan",
+                  body="Team Kettle will be dissolved in Q3.")
+    bobs = mem.remember(**secret, persona="bob", visibility="private")
+    assert mem.remember(**secret, persona="alice", visibility="private", task_id="T-2").token == bobs.token
+    assert mem.unit("acme", bobs.token, actor=authz.Actor.reader("acme", "alice"))["private_to"] == ["alice"]
+    assert mem.unit("acme", bobs.token, actor=authz.Actor.reader("acme", "bob"))["private_to"] == ["bob"]
+    operator = authz.Actor.for_project("acme", "op", forget=True)
+    assert mem.unit("acme", bobs.token, actor=operator)["private_to"] == ["alice", "bob"]
+    shared = mem.remember(project="acme", kind="env", type="semantic", title="Kettle", body="Kettle ships on Fridays.")
+    with pytest.raises(memory_assets.ValidationError) as refused:
+        mem.correct("acme", shared.token, title=secret["title"], body=secret["body"])
+    assert str(refused.value) == "body: another unit of the project already holds this text"
+
+
 def source_rows(conn):
     """(task, persona, visibility) of every source, oldest first, read as the owner."""
     return conn.execute("SELECT task_id, persona, visibility FROM memory_sources ORDER BY id").fetchall()
@@ -599,6 +619,60 @@ def test_the_migration_keeps_the_earlier_wordings_the_inbox_knows(mem, conn):
     conn.commit()
     mem.forget("acme", token, authz.Actor.for_project("acme", "op", forget=True))
     assert mem.remember(**EARLIER, task_id="T-9").reason == V.INBOX_FORGOTTEN
+
+
+def test_a_forget_takes_every_unit_holding_the_text_in_any_wording_it_held(mem, conn, stored_text):
+    """Regression (an attacker's pass): a forget tombstoned the unit alone, so its text lived on in another unit
+    that held it: one written in the unit's earlier words after a correction (recalled, and every later write of
+    those words linked to it), or a superseded unit of the same words (served as_of). Both go with the forget now,
+    audited as derived from it, and the tombstone check stays clean."""
+    token = mem.remember(**EARLIER).token
+    mem.correct("acme", token, body=FACT["body"])
+    again = mem.remember(**EARLIER, task_id="T-2")  # the first words are no unit's live text now: a new unit
+    assert again.status == "active" and again.token != token
+    old = mem.remember(project="acme", kind="env", type="semantic", title="Port", body="The relay listens on 8000.")
+    new = mem.remember(project="acme", kind="env", type="semantic", title="Port", body="The relay listens on 8080.",
+                       supersedes=old.token)
+    mem.correct("acme", new.token, body="The relay listens on 8000.")  # the superseded unit's words, live again
+    operator = authz.Actor.for_project("acme", "op", forget=True)
+    for forgotten in (token, new.token):
+        mem.forget("acme", forgotten, operator, reason="asked")
+    statuses = dict(conn.execute("SELECT number, status FROM memory_units").fetchall())
+    assert set(statuses.values()) == {V.STATUS_FORGOTTEN}, statuses
+    assert conn.execute("SELECT count(*) FROM audit_log WHERE action = 'forget' AND details ? 'derived_from'"
+                        ).fetchone()[0] == 2
+    assert quality.tombstones_with_text(conn) == []
+    text = stored_text()
+    assert all(words not in text for words in (EARLIER["body"], FACT["body"], "listens on"))
+
+
+def test_rows_captured_to_fold_later_hold_no_forgotten_text(mem, conn, stored_text):
+    """Regression (an attacker's pass): a capture that folds later (remember_many(fold_now=False), the import's
+    --no-fold) kept forgotten text in the inbox until a fold buried it. It is buried as it is captured, in the
+    unit's last words and its earlier ones alike."""
+    corrected_then_forgotten(mem)
+    captured = capture.remember_many(conn, [gates.validate(**EARLIER, task_id="T-2"),
+                                           gates.validate(**FACT, task_id="T-2")], fold_now=False)
+    assert captured["captured"] == 2
+    assert conn.execute("SELECT outcome, title, body FROM memory_inbox WHERE task_id = 'T-2'").fetchall() == [
+        (V.INBOX_FORGOTTEN, "", "")] * 2
+    assert EARLIER["body"] not in stored_text() and FACT["body"] not in stored_text()
+    assert capture.fold(conn, keys=captured["to_fold"])["inserted"] == 0
+
+
+def test_the_migration_tombstones_what_earlier_forgets_left_holding_the_text(mem, conn, stored_text):
+    """A store forgotten before sql/037 may hold a unit written in a forgotten unit's earlier words after its
+    correction; the migration tombstones it, as sql/010 repaired derived text, and blanks its inbox rows."""
+    token = mem.remember(**EARLIER).token
+    mem.correct("acme", token, body=FACT["body"])
+    mem.forget("acme", token, authz.Actor.for_project("acme", "op", forget=True))
+    conn.execute("DELETE FROM memory_former_wordings")  # the store as the old forget left it: the first words
+    conn.commit()
+    assert mem.remember(**EARLIER, task_id="T-2").status == "active"  # stored again, as they were then
+    conn.execute((database.sql_dir() / "037_forgotten_wordings_stay_forgotten.sql").read_text())
+    conn.commit()
+    assert conn.execute("SELECT count(*) FROM memory_units WHERE status <> 'forgotten'").fetchone()[0] == 0
+    assert EARLIER["body"] not in stored_text() and quality.tombstones_with_text(conn) == []
 
 
 def test_two_corrections_of_different_fields_at_once_both_land(mem, conn, monkeypatch):
@@ -1049,17 +1123,16 @@ def test_a_private_units_audience_holds_when_two_sources_join_it_at_once(clean, 
                         (unit,)).fetchone() == (None, None)
 
 
-def test_every_writer_of_a_source_marks_its_unit_and_no_reader_sees_a_mark_of_a_unit_it_may_not(clean, conn):
-    """The triggers run as the owner: a writer with write scope only, or another persona adding to a private
-    unit, still marks the unit (and widens its audience); the marks show a reader only the units it may see."""
+def test_every_source_added_marks_its_unit_and_no_reader_sees_a_mark_of_a_unit_it_may_not(clean, conn):
+    """A source added to a unit (by the owner: no scoped writer adds one, sql/038) marks the unit, and another
+    persona's private source widens a private unit's audience; the marks show a reader only the units it may see."""
     capture.remember(conn, relay_fact(1, "T-1", session_id="S-1"))
     capture.remember(conn, relay_fact(2, "T-2", persona="ana", visibility=V.VISIBILITY_PRIVATE, session_id="S-2"))
     public, private = unit_of(conn, 1), unit_of(conn, 2)
-    for actor, unit, persona, visibility in (
-            (authz.Actor("w", write=("acme",)), public, None, V.VISIBILITY_PROJECT),
-            (authz.Actor("mel", read=("acme",), write=("acme",)), private, "mel", V.VISIBILITY_PRIVATE)):
-        with psycopg.connect(clean, **database.connection_kwargs()) as writer, authz.scoped(writer, actor):
-            writer.execute(ADD_SOURCE, (unit, f"T-{actor.name}", persona, visibility))
+    for name, unit, persona, visibility in (("w", public, None, V.VISIBILITY_PROJECT),
+                                            ("mel", private, "mel", V.VISIBILITY_PRIVATE)):
+        conn.execute(ADD_SOURCE, (unit, f"T-{name}", persona, visibility))
+        conn.commit()
     marked = {row[0] for row in conn.execute("SELECT unit_id FROM memory_units_beyond_origin")}
     assert marked == {public, private}
     assert conn.execute("SELECT private_to FROM memory_units WHERE id = %s", (private,)).fetchone()[0] == [

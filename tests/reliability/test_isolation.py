@@ -433,9 +433,9 @@ def test_a_scoped_writer_inserts_no_unit_and_no_source(mem, conn):
               "VALUES (%s, 'acme', 'agent', 'T-1', 'project')")
     for sql, params in ((tombstone, (memory_assets.gates.content_hash("env", fact["title"], fact["body"]),)),
                         (source, (private_id,))):
-        with mem.connection() as scoped_conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
-            with authz.scoped(scoped_conn, writer):
-                scoped_conn.execute(sql, params)
+        with mem.connection() as scoped_conn, pytest.raises(psycopg.errors.InsufficientPrivilege), \
+                authz.scoped(scoped_conn, writer):
+            scoped_conn.execute(sql, params)
     assert mem.remember(**fact).status == "active"
     assert conn.execute("SELECT private_to FROM memory_units WHERE id = %s", (private_id,)).fetchone()[0] == ["bo"]
     assert mem.unit("acme", private.token) is None  # a reader naming no persona still cannot see it

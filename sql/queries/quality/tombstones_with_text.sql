@@ -1,7 +1,7 @@
 -- Forgotten units whose text, or text derived from it, is still held somewhere, one row per (unit, place): the
--- unit row; inbox rows that folded into it, or wait to fold with its content since before the forget; a stored
--- bundle revision; a vector; a weekly summary not forgotten (its member links or a cluster name the unit); a member
--- pointer to a summary not forgotten; a near-duplicate merged into it that is not forgotten.
+-- unit row; inbox rows that folded into it, or wait to fold with its content (in any wording it held) since before
+-- the forget; a stored bundle revision; a vector; a weekly summary not forgotten (its member links or a cluster name
+-- the unit); a member pointer to a summary not forgotten; a near-duplicate merged into it that is not forgotten.
 WITH tombstones AS (
     SELECT u.id, u.project, u.kind, u.number, u.content_hash, u.consolidated_into,
            (u.title <> '' OR u.body <> '' OR u.paths <> '{}' OR u.keywords <> '{}' OR u.tsv <> ''::tsvector) AS texty,
@@ -18,7 +18,9 @@ UNION ALL
 SELECT t.id::text, 'unfolded inbox' FROM tombstones t
 WHERE EXISTS (SELECT 1 FROM memory_inbox i
               WHERE i.unit_id IS NULL AND i.project = t.project AND i.kind = t.kind
-                AND i.content_hash = t.content_hash AND i.received_at < t.forgotten_at)
+                AND (i.content_hash = t.content_hash
+                     OR i.content_hash IN (SELECT w.content_hash FROM memory_former_wordings w WHERE w.unit_id = t.id))
+                AND i.received_at < t.forgotten_at)
 UNION ALL
 SELECT t.id::text, 'bundle' FROM tombstones t
 WHERE EXISTS (SELECT 1 FROM memory_bundles b
