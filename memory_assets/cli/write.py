@@ -148,12 +148,12 @@ class _Import:
         one, so only the refused lines are reported and the rest still imports), then hand the rows it captured to
         the folder once the batch before is folded."""
         try:
-            keys = self.count(self.mem.remember_many(gating, fold_now=False))
+            keys = self.count(self.mem.remember_many(gating, fold_now=False, fold_soon=self.fold_now))
         except (psycopg.DataError, psycopg.IntegrityError):
             keys = []
             for number, candidate in batch:
                 try:
-                    keys += self.count(self.mem.remember_many([candidate], fold_now=False))
+                    keys += self.count(self.mem.remember_many([candidate], fold_now=False, fold_soon=self.fold_now))
                 except (psycopg.DataError, psycopg.IntegrityError) as error:
                     self.bad_lines.add(number, refused_line(number, type(error).__name__))
         # a key of the batch being folded is still unfolded when this batch's capture reads the inbox: that fold

@@ -301,11 +301,12 @@ def taken(gating: Gating) -> Gating:
 
 
 def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidate] | Gating, *,
-                  fold_now: bool = True, gate_workers: int = 1) -> dict[str, Any]:
+                  fold_now: bool = True, fold_soon: bool = False, gate_workers: int = 1) -> dict[str, Any]:
     """Bulk write path: gate every candidate first (outside any transaction, so no lock waits on a gate; in
     `gate_workers` processes for a large batch, or already started by gate_soon, whose workers then count), then
     count the rejections per (project, feed, reason), capture the rest in the inbox and fold them in one
-    transaction."""
+    transaction. Captured to fold later, forgotten text is buried at once, unless the caller folds the rows right
+    after (`fold_soon`: the import's pipeline, whose fold buries it a batch later)."""
     with tracing.span("memory.remember.gates", candidates=len(candidates)):
         gating = taken(candidates) if isinstance(candidates, Gating) else gate_soon(conn, candidates, gate_workers)
         verdicts = gating.verdicts()
@@ -323,7 +324,7 @@ def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidat
             record_rejection(conn, candidate.project, candidate.feed, reason, count)
             rejected[reason] = rejected.get(reason, 0) + count
         written, to_fold = capture(conn, passed, replays=not fold_now)  # a fold now takes its replays by key
-        if written and not fold_now:  # forgotten text never waits in the inbox for the later fold
+        if written and not fold_now and not fold_soon:  # forgotten text never waits in the inbox for a fold
             conn.execute(query("ledger/bury_forgotten"), {"keys": written})
         keys = list(dict.fromkeys(c.idempotency_key for c in passed))
         folded = fold(conn, keys=keys) if fold_now and passed else {"inserted": 0}

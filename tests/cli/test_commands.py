@@ -179,6 +179,21 @@ def test_import_without_fold_leaves_rows_for_the_ledger(clean, tmp_path, conn):
     assert conn.execute("SELECT count(*) FROM memory_units").fetchone()[0] == 0
 
 
+def test_import_without_fold_buries_forgotten_text_as_it_captures(mem, tmp_path, conn, stored_text, monkeypatch):
+    """Regression (an attacker's pass): an import with --no-fold kept forgotten text in the inbox until a fold
+    buried it; the capture buries it now. An import that folds leaves that to its own fold, a batch later."""
+    from memory_assets import authz
+
+    token = mem.remember(**GOOD).token
+    mem.forget("acme", token, authz.Actor.for_project("acme", "op", forget=True))
+    path = tmp_path / "units.jsonl"
+    path.write_text(json.dumps({**GOOD, "task_id": "T-2"}) + "\n")
+    assert run("import", str(path), "--no-fold").exit_code == 0
+    assert conn.execute("SELECT outcome FROM memory_inbox WHERE task_id = 'T-2'").fetchall() == [
+        (V.INBOX_FORGOTTEN,)]
+    assert GOOD["body"] not in stored_text()
+
+
 def test_show_unknown_token_exits_2(clean):
     result = run("show", "mem-x", "--project", "acme")
     assert result.exit_code == 2 and "token: must look like mem-<n>" in result.stderr
