@@ -287,45 +287,50 @@ END $$;
 -- A forget now also takes every unit of its project holding the forgotten text, in its last wording or an earlier
 -- one (lifecycle/derived_units): a superseded or retired unit of the same words, and a unit written in the earlier
 -- words after a correction. This repairs what forgets before it left behind, as sql/010 did for derived text, with
--- the same steps: those units are tombstoned (audited as derived), with whatever derives from them in turn, and
--- every tombstone's inbox rows, clusters, member pointers, merged-in sources and bundle entries are cleared.
--- Idempotent: on a clean ledger nothing matches.
+-- its steps: those units are tombstoned (audited as derived), with whatever derives from them in turn, and their
+-- inbox rows, clusters, member pointers, merged-in sources and bundle entries are cleared. Every read goes by a key
+-- (sql/010's form, which tests every unit against an array of every tombstone, would take hours on a large ledger),
+-- and a ledger with nothing to repair stops after the first read.
 DO $$
 DECLARE
     frontier uuid[];
     found uuid[];
-    forgotten uuid[];
+    forgotten uuid[] := '{}';  -- the units this repair tombstones
 BEGIN
-    SELECT coalesce(array_agg(id), '{}') INTO frontier FROM memory_units WHERE status = 'forgotten';
-    LOOP
-        SELECT coalesce(array_agg(u.id), '{}') INTO found
-        FROM memory_units u
-        WHERE u.status <> 'forgotten'
-          AND ((u.created_by = 'consolidation' AND EXISTS (
-                    SELECT 1 FROM memory_sources s JOIN memory_units f ON f.id::text = s.task_id
-                    WHERE s.unit_id = u.id AND s.feed = 'consolidation' AND f.id = ANY (frontier)
-                      AND f.project = u.project))
-               OR EXISTS (SELECT 1 FROM consolidation_clusters c
-                          WHERE c.consolidated_unit = u.id AND c.members && frontier)
-               OR u.duplicate_of = ANY (frontier)
-               OR EXISTS (SELECT 1 FROM memory_units f
-                          WHERE f.id = ANY (frontier) AND f.project = u.project AND f.kind = u.kind
-                            AND f.content_hash = u.content_hash)
-               OR EXISTS (SELECT 1 FROM memory_former_wordings w
-                          WHERE w.unit_id = ANY (frontier) AND w.project = u.project AND w.kind = u.kind
-                            AND w.content_hash = u.content_hash));
-        EXIT WHEN cardinality(found) = 0;
+    SELECT coalesce(array_agg(DISTINCT u.id), '{}') INTO found
+    FROM (SELECT f.project, f.kind, f.content_hash FROM memory_units f WHERE f.status = 'forgotten'
+          UNION
+          SELECT w.project, w.kind, w.content_hash
+          FROM memory_former_wordings w JOIN memory_units f ON f.id = w.unit_id AND f.status = 'forgotten') AS t
+    JOIN memory_units u ON u.project = t.project AND u.kind = t.kind AND u.content_hash = t.content_hash
+    WHERE u.status IN ('proposed', 'review', 'active', 'flagged', 'stale', 'superseded', 'retired');
+    WHILE cardinality(found) > 0 LOOP
         UPDATE memory_units
         SET status = 'forgotten', title = '', body = '', paths = '{}', keywords = '{}', personas = '{}',
             valid_until = coalesce(valid_until, greatest(valid_from, now())), updated_by = 'migration'
         WHERE id = ANY (found);
         INSERT INTO audit_log (actor, action, project, unit_id, reason, details)
-        SELECT 'migration', 'forget', project, id, 'derived from a forgotten unit', '{"migration": 37}'
+        SELECT 'migration', 'forget', project, id, 'holds the text of a forgotten unit', '{"migration": 37}'
         FROM memory_units WHERE id = ANY (found);
+        forgotten := forgotten || found;
         frontier := found;
+        -- what derives from them in turn: the weekly summaries built from them, the near-duplicates merged into them
+        SELECT coalesce(array_agg(DISTINCT u.id), '{}') INTO found
+        FROM (SELECT s.unit_id AS id
+              FROM memory_sources s
+              JOIN unnest(frontier) AS t(id) ON s.task_id = t.id::text
+              JOIN memory_units d ON d.id = s.unit_id AND d.created_by = 'consolidation'
+              WHERE s.feed = 'consolidation'
+              UNION
+              SELECT c.consolidated_unit FROM consolidation_clusters c WHERE c.members && frontier
+              UNION
+              SELECT d.id FROM memory_units d JOIN unnest(frontier) AS t(id) ON d.duplicate_of = t.id) AS derived
+        JOIN memory_units u ON u.id = derived.id
+        WHERE u.status <> 'forgotten';
     END LOOP;
-
-    SELECT coalesce(array_agg(id), '{}') INTO forgotten FROM memory_units WHERE status = 'forgotten';
+    IF cardinality(forgotten) = 0 THEN
+        RETURN;
+    END IF;
 
     -- sources a merge copied from a tombstone onto the unit it was merged into (along the duplicate_of chain)
     WITH RECURSIVE canon(unit_id, source_unit) AS (
@@ -359,16 +364,17 @@ BEGIN
                AND (i.content_hash = u.content_hash
                     OR i.content_hash IN (SELECT w.content_hash FROM memory_former_wordings w WHERE w.unit_id = u.id))));
 
-    -- stored bundle revisions that still list a tombstone
+    -- stored bundle revisions of their projects that list one of them
     UPDATE memory_bundles b
     SET units = jsonb_array_length(kept.units), bundle = jsonb_set(b.bundle, ARRAY['units'], kept.units)
     FROM (SELECT k.project, k.revision,
                  (SELECT coalesce(jsonb_agg(e.u ORDER BY e.n), '[]')
                   FROM jsonb_array_elements(k.bundle->'units') WITH ORDINALITY AS e(u, n)
                   WHERE NOT EXISTS (SELECT 1 FROM memory_units f
-                                    WHERE f.project = k.project AND f.status = 'forgotten'
+                                    WHERE f.id = ANY (forgotten) AND f.project = k.project
                                       AND 'mem-' || f.number = e.u->>'id')) AS units
-          FROM memory_bundles k) AS kept
+          FROM memory_bundles k
+          WHERE k.project IN (SELECT f.project FROM memory_units f WHERE f.id = ANY (forgotten))) AS kept
     WHERE b.project = kept.project AND b.revision = kept.revision
       AND jsonb_array_length(kept.units) <> jsonb_array_length(b.bundle->'units');
 END $$;

@@ -662,17 +662,20 @@ def test_rows_captured_to_fold_later_hold_no_forgotten_text(mem, conn, stored_te
 
 def test_the_migration_tombstones_what_earlier_forgets_left_holding_the_text(mem, conn, stored_text):
     """A store forgotten before sql/037 may hold a unit written in a forgotten unit's earlier words after its
-    correction; the migration tombstones it, as sql/010 repaired derived text, and blanks its inbox rows."""
+    correction; the migration tombstones it, as sql/010 repaired derived text, blanks its inbox rows and takes it
+    out of the stored bundles."""
     token = mem.remember(**EARLIER).token
     mem.correct("acme", token, body=FACT["body"])
     mem.forget("acme", token, authz.Actor.for_project("acme", "op", forget=True))
     conn.execute("DELETE FROM memory_former_wordings")  # the store as the old forget left it: the first words
     conn.commit()
     assert mem.remember(**EARLIER, task_id="T-2").status == "active"  # stored again, as they were then
+    assert [u["title"] for u in mem.compile_bundle("acme")["units"]] == [EARLIER["title"]]
     conn.execute((database.sql_dir() / "037_forgotten_wordings_stay_forgotten.sql").read_text())
     conn.commit()
     assert conn.execute("SELECT count(*) FROM memory_units WHERE status <> 'forgotten'").fetchone()[0] == 0
     assert EARLIER["body"] not in stored_text() and quality.tombstones_with_text(conn) == []
+    assert conn.execute("SELECT count(*) FROM memory_bundles WHERE units > 0").fetchone()[0] == 0
 
 
 def test_two_corrections_of_different_fields_at_once_both_land(mem, conn, monkeypatch):
