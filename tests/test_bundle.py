@@ -3,7 +3,7 @@
 import json
 
 from bench.recall_stages import round_trips
-from memory_assets import bundle
+from memory_assets import bundle, quality
 from memory_assets import vocabulary as V
 from memory_assets.defs.delivery.checks import bundle_problems
 from memory_assets.gates import validate
@@ -121,3 +121,5 @@ def test_a_compile_racing_a_forget_never_stores_the_forgotten_unit(mem, monkeypa
     assert not compiler.is_alive()
     latest = mem.bundle("acme")
     assert latest is not None and latest["units"] == [], latest
+    with mem.connection() as conn:  # no stored revision lists it either (the forget's own compile hid one that did)
+        assert quality.tombstones_with_text(conn) == []

@@ -413,6 +413,9 @@ def corrected(conn: psycopg.Connection[Any], current: dict[str, Any], candidate:
     or its text changed since (the caller reads it again)."""
     try:
         with conn.transaction():
+            # the project's counter row, as a fold and a forget hold it: a forget in flight (which takes every unit
+            # holding the text) commits first, and the probe below sees its tombstone's every wording
+            conn.execute(query("lifecycle/hold_folds"), {"project": current["project"]})
             holder = conn.execute(query("ledger/content_holder"), {
                 "project": current["project"], "kind": candidate.kind, "content_hash": candidate.content_hash,
                 "unit_id": current["id"]}).fetchone()

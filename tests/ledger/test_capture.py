@@ -328,18 +328,21 @@ def test_a_units_audience_widens_with_each_contribution(mem, conn):
 
 def test_a_private_unit_names_no_other_persona_and_a_correction_never_names_it(mem):
     """Regression (an attacker's pass): one live unit per content (DESIGN.md invariant 4) means a persona whose private
-    write matches another persona's private unit joins it; the unit then listed every persona of its audience to
-    it, and a correction of another unit to that text was refused naming the private unit's token. A reader now
-    sees only its own persona in the audience (operators, who forget, see it whole), and the refusal names no
+    write matches another persona's private unit joins it; the unit then listed every persona of its audience and
+    its writer to it, and a correction of another unit to that text was refused naming the private unit's token.
+    A reader now sees only its own persona there (operators, who forget, see it whole), and the refusal names no
     unit."""
     secret = dict(project="acme", kind="env", type="semantic", title="Reorg plan",
                   body="Team Kettle will be dissolved in Q3.")
     bobs = mem.remember(**secret, persona="bob", visibility="private")
     assert mem.remember(**secret, persona="alice", visibility="private", task_id="T-2").token == bobs.token
-    assert mem.unit("acme", bobs.token, actor=authz.Actor.reader("acme", "alice"))["private_to"] == ["alice"]
-    assert mem.unit("acme", bobs.token, actor=authz.Actor.reader("acme", "bob"))["private_to"] == ["bob"]
-    operator = authz.Actor.for_project("acme", "op", forget=True)
-    assert mem.unit("acme", bobs.token, actor=operator)["private_to"] == ["alice", "bob"]
+    def seen_by(actor):
+        unit = mem.unit("acme", bobs.token, actor=actor)
+        return unit["private_to"], unit["created_by"], unit["updated_by"]
+
+    assert seen_by(authz.Actor.reader("acme", "alice")) == (["alice"], None, None)
+    assert seen_by(authz.Actor.reader("acme", "bob")) == (["bob"], "bob", "bob")
+    assert seen_by(authz.Actor.for_project("acme", "op", forget=True)) == (["alice", "bob"], "bob", "bob")
     shared = mem.remember(project="acme", kind="env", type="semantic", title="Kettle", body="Kettle ships on Fridays.")
     with pytest.raises(memory_assets.ValidationError) as refused:
         mem.correct("acme", shared.token, title=secret["title"], body=secret["body"])
@@ -644,6 +647,51 @@ def test_a_forget_takes_every_unit_holding_the_text_in_any_wording_it_held(mem, 
     assert quality.tombstones_with_text(conn) == []
     text = stored_text()
     assert all(words not in text for words in (EARLIER["body"], FACT["body"], "listens on"))
+
+
+def test_a_correction_racing_a_forget_never_takes_the_forgotten_units_earlier_words(mem, clean, stored_text):
+    """Regression (a review): a correction took no lock a forget holds, so one landing while a forget was in flight
+    probed before the tombstone committed and took the forgotten unit's earlier words, which no index keeps from
+    two units (its last words the live-content index does). A correction now holds the project's counter row, as
+    the forget does from its start: it waits for the forget and is refused."""
+    token = mem.remember(**EARLIER).token
+    mem.correct("acme", token, body=FACT["body"])
+    other = mem.remember(project="acme", kind="env", type="semantic", title="Relay port",
+                         body="The relay listens on 8000.").token
+    results: dict[str, Any] = {}
+
+    def waiting(count: int) -> bool:
+        with psycopg.connect(clean, autocommit=True) as watcher:
+            return watcher.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                                   ).fetchone()[0] >= count
+
+    def until(condition) -> None:
+        deadline = time.monotonic() + 10
+        while not condition() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def run(name: str, call) -> threading.Thread:
+        def target() -> None:
+            try:
+                results[name] = call()
+            except Exception as error:  # noqa: BLE001 - the outcome under test
+                results[name] = error
+        thread = threading.Thread(target=target)
+        thread.start()
+        return thread
+
+    with psycopg.connect(clean) as holder:  # holds the bundle lock: the forget stops there, its tombstone uncommitted
+        holder.execute("SELECT pg_advisory_xact_lock(hashtext('bundle:acme'))")
+        forget = run("forget", lambda: mem.forget("acme", token, authz.Actor.for_project("acme", "op", forget=True)))
+        until(lambda: waiting(1))
+        correction = run("correct", lambda: mem.correct("acme", other, title=EARLIER["title"], body=EARLIER["body"]))
+        until(lambda: "correct" in results or waiting(2))
+        holder.rollback()
+    forget.join(timeout=30)
+    correction.join(timeout=30)
+    assert isinstance(results["correct"], memory_assets.ValidationError), results
+    assert str(results["correct"]) == "body: this text was forgotten in the project and is not stored again"
+    assert EARLIER["body"] not in stored_text()
 
 
 def test_rows_captured_to_fold_later_hold_no_forgotten_text(mem, conn, stored_text):

@@ -15,5 +15,6 @@ WHERE u.project = %(project)s AND u.status <> {status_forgotten}
        OR EXISTS (SELECT 1 FROM memory_units f
                   WHERE f.id = ANY (%(ids)s::uuid[]) AND f.kind = u.kind AND f.content_hash = u.content_hash)
        OR EXISTS (SELECT 1 FROM memory_former_wordings w
-                  WHERE w.unit_id = ANY (%(ids)s::uuid[]) AND w.kind = u.kind AND w.content_hash = u.content_hash))
+                  WHERE w.unit_id = ANY (%(ids)s::uuid[]) AND w.project = u.project AND w.kind = u.kind
+                    AND w.content_hash = u.content_hash))
 ORDER BY u.number;
