@@ -674,7 +674,7 @@ def test_a_correction_racing_a_forget_never_takes_the_forgotten_units_earlier_wo
         def target() -> None:
             try:
                 results[name] = call()
-            except Exception as error:  # noqa: BLE001 - the outcome under test
+            except Exception as error:  # the outcome under test
                 results[name] = error
         thread = threading.Thread(target=target)
         thread.start()
