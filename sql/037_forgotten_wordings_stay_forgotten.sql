@@ -44,6 +44,19 @@ ON CONFLICT DO NOTHING;
 CREATE INDEX IF NOT EXISTS memory_units_forgotten_content ON memory_units (project, kind, content_hash)
     WHERE status = 'forgotten';
 
+-- Every content forgotten in a project, whichever wording it was: each tombstone's last wording and the ones it held
+-- before a correction, with the tombstone. What a write, a capture, a correction and a forget probe, by the whole
+-- key or by the tombstone (each branch by its own index: the planner pushes the conditions into both).
+CREATE OR REPLACE VIEW memory_forgotten_contents AS
+SELECT u.project, u.kind, u.content_hash, u.id AS unit_id, u.number
+FROM memory_units u
+WHERE u.status = 'forgotten'
+UNION ALL
+SELECT w.project, w.kind, w.content_hash, u.id, u.number
+FROM memory_former_wordings w
+JOIN memory_units u ON u.id = w.unit_id
+WHERE u.status = 'forgotten';
+
 -- sql/024's two folds, unchanged but for their forgotten-content probes, which now read the forgotten units'
 -- earlier wordings too, and their other probes, which read the key of the row just captured from variables instead
 -- of joining that row back (tests/ledger/test_capture.py still checks that they write a unit and a source alike).
@@ -55,7 +68,6 @@ SET enable_seqscan = off
 AS $$
 DECLARE
     fold_projects text[];
-    buried_wordings bigint;
 BEGIN
     -- "Unfolded" is spelled coalesce(unit_id IS NULL, false) so that no plan can use the partial index of unfolded
     -- rows (memory_inbox_unfolded_day): each fold leaves a dead entry there until vacuum, and a plan that filtered
@@ -88,14 +100,8 @@ BEGIN
                 AND u.status IN ('proposed', 'review', 'active', 'flagged', 'stale')
               OFFSET 0)
           AND NOT EXISTS (
-              SELECT 1 FROM memory_units u
-              WHERE u.project = i.project AND u.kind = i.kind AND u.content_hash = i.content_hash
-                AND u.status = 'forgotten'
-              OFFSET 0)
-          AND NOT EXISTS (
-              SELECT 1 FROM memory_former_wordings w JOIN memory_units u ON u.id = w.unit_id
-              WHERE w.project = i.project AND w.kind = i.kind AND w.content_hash = i.content_hash
-                AND u.status = 'forgotten'
+              SELECT 1 FROM memory_forgotten_contents f
+              WHERE f.project = i.project AND f.kind = i.kind AND f.content_hash = i.content_hash
               OFFSET 0)
         ORDER BY i.project, i.kind, i.content_hash, i.id
     ), numbered AS (
@@ -149,28 +155,16 @@ BEGIN
     ON CONFLICT (unit_id, task_id) DO NOTHING;
     GET DIAGNOSTICS sources_linked = ROW_COUNT;
 
-    -- rows whose content was forgotten in their project: linked to the tombstone, their text blanked at once
+    -- rows whose content was forgotten in their project (in any wording): linked to the tombstone, their text
+    -- blanked at once
     UPDATE memory_inbox i
-    SET unit_id = u.id, folded_at = now(), outcome = 'forgotten', title = '', body = '', paths = '{}',
+    SET unit_id = f.unit_id, folded_at = now(), outcome = 'forgotten', title = '', body = '', paths = '{}',
         keywords = '{}'
-    FROM memory_units u
+    FROM memory_forgotten_contents f
     WHERE coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)
       AND i.project = ANY (fold_projects)
-      AND u.project = i.project AND u.kind = i.kind AND u.content_hash = i.content_hash
-      AND u.status = 'forgotten';
+      AND f.project = i.project AND f.kind = i.kind AND f.content_hash = i.content_hash;
     GET DIAGNOSTICS rows_buried = ROW_COUNT;
-    -- and rows whose content a forgotten unit held before a correction: linked to that unit, blanked alike
-    UPDATE memory_inbox i
-    SET unit_id = u.id, folded_at = now(), outcome = 'forgotten', title = '', body = '', paths = '{}',
-        keywords = '{}'
-    FROM memory_former_wordings w
-    JOIN memory_units u ON u.id = w.unit_id
-    WHERE coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)
-      AND i.project = ANY (fold_projects)
-      AND w.project = i.project AND w.kind = i.kind AND w.content_hash = i.content_hash
-      AND u.status = 'forgotten';
-    GET DIAGNOSTICS buried_wordings = ROW_COUNT;
-    rows_buried := rows_buried + buried_wordings;
 END $$;
 
 CREATE OR REPLACE FUNCTION memory_remember(candidate jsonb, fold_trust real)
@@ -222,17 +216,9 @@ BEGIN
       AND u.status IN ('proposed', 'review', 'active', 'flagged', 'stale');
     became := 'duplicate';
     IF NOT FOUND THEN
-        SELECT f.id, f.number, f.status INTO found_id, found_number, found_status
-        FROM (SELECT u.id, u.number, u.status
-              FROM memory_units u
-              WHERE u.project = row_project AND u.kind = row_kind AND u.content_hash = row_hash
-                AND u.status = 'forgotten'
-              UNION ALL  -- a wording the forgotten unit held before a correction
-              SELECT u.id, u.number, u.status
-              FROM memory_former_wordings w
-              JOIN memory_units u ON u.id = w.unit_id
-              WHERE w.project = row_project AND w.kind = row_kind AND w.content_hash = row_hash
-                AND u.status = 'forgotten') AS f
+        SELECT f.unit_id, f.number, 'forgotten' INTO found_id, found_number, found_status
+        FROM memory_forgotten_contents f
+        WHERE f.project = row_project AND f.kind = row_kind AND f.content_hash = row_hash
         ORDER BY f.number
         LIMIT 1;
         became := 'forgotten';
@@ -302,10 +288,7 @@ DECLARE
     forgotten uuid[] := '{}';  -- the units this repair tombstones
 BEGIN
     SELECT coalesce(array_agg(DISTINCT u.id), '{}') INTO found
-    FROM (SELECT f.project, f.kind, f.content_hash FROM memory_units f WHERE f.status = 'forgotten'
-          UNION
-          SELECT w.project, w.kind, w.content_hash
-          FROM memory_former_wordings w JOIN memory_units f ON f.id = w.unit_id AND f.status = 'forgotten') AS t
+    FROM (SELECT DISTINCT f.project, f.kind, f.content_hash FROM memory_forgotten_contents f) AS t
     JOIN memory_units u ON u.project = t.project AND u.kind = t.kind AND u.content_hash = t.content_hash
     WHERE u.status IN ('proposed', 'review', 'active', 'flagged', 'stale', 'superseded', 'retired');
     WHILE cardinality(found) > 0 LOOP
@@ -363,13 +346,11 @@ BEGIN
     SET title = '', body = '', paths = '{}', keywords = '{}'
     WHERE i.unit_id = ANY (forgotten) AND (i.title <> '' OR i.body <> '' OR i.paths <> '{}' OR i.keywords <> '{}');
     UPDATE memory_inbox i
-    SET title = '', body = '', paths = '{}', keywords = '{}', unit_id = f.id, outcome = 'forgotten',
+    SET title = '', body = '', paths = '{}', keywords = '{}', unit_id = f.unit_id, outcome = 'forgotten',
         folded_at = now()
-    FROM (SELECT u.id, u.project, u.kind, u.content_hash FROM memory_units u WHERE u.id = ANY (forgotten)
-          UNION ALL
-          SELECT w.unit_id, w.project, w.kind, w.content_hash
-          FROM memory_former_wordings w WHERE w.unit_id = ANY (forgotten)) AS f
-    WHERE i.unit_id IS NULL AND i.project = f.project AND i.kind = f.kind AND i.content_hash = f.content_hash;
+    FROM memory_forgotten_contents f
+    WHERE f.unit_id = ANY (forgotten)
+      AND i.unit_id IS NULL AND i.project = f.project AND i.kind = f.kind AND i.content_hash = f.content_hash;
 
     -- stored bundle revisions of their projects that list one of them
     UPDATE memory_bundles b

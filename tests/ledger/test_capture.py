@@ -370,14 +370,17 @@ def test_the_fold_functions_speak_the_vocabulary(conn):
                                       .split()) for name in ("memory_fold", "memory_remember", "memory_remember_gated"))
     live = f"status IN {database.sql_list(V.LIVE_STATUSES)}"
     forgotten = f"status = '{V.STATUS_FORGOTTEN}'"
-    for body, lives, forgottens in ((fold, 3, 4), (remember, 3, 2)):
+    for body, lives, forgottens in ((fold, 3, 0), (remember, 3, 0)):  # forgotten content: the view below
         assert body.count(live) == lives and body.count(forgotten) == forgottens, body
         assert not any(f"'{s}'" in body.replace(live, "") for s in V.LIVE_STATUSES), body  # no other spelling
         for outcome in (V.INBOX_INSERTED, V.INBOX_DUPLICATE, V.INBOX_FORGOTTEN):
             assert f"'{outcome}'" in body, outcome
         assert f"visibility = '{V.VISIBILITY_PRIVATE}'" in body and f"'{V.TOKEN_PREFIX}' ||" in body
         assert body.count(f"project, {', '.join(V.PROVENANCE_FIELDS)},") == 2, body  # a source's columns
-    assert fold.count("coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)") == 5, fold
+    assert fold.count("coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)") == 4, fold
+    assert fold.count("memory_forgotten_contents") == 2 and remember.count("memory_forgotten_contents") == 1
+    view = " ".join(conn.execute("SELECT pg_get_viewdef('memory_forgotten_contents')").fetchone()[0].split())
+    assert view.count(f"u.status = '{V.STATUS_FORGOTTEN}'::text") == 2, view
     columns = ", ".join(V.INBOX_COLUMNS)
     assert remember.count(columns) == 2, remember  # inserted and selected: the same list
     assert f"SELECT '{V.SWITCH_KILLED}'::text" in gated and f"SELECT '{V.CANON_CHANGED}'::text" in gated

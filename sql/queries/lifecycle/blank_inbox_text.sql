@@ -8,5 +8,4 @@ FROM memory_units u
 WHERE u.id = ANY (%(ids)s::uuid[])
   AND (i.unit_id = u.id
        OR (i.unit_id IS NULL AND i.project = u.project AND i.kind = u.kind
-           AND (i.content_hash = u.content_hash
-                OR i.content_hash IN (SELECT w.content_hash FROM memory_former_wordings w WHERE w.unit_id = u.id))));
+           AND i.content_hash IN (SELECT f.content_hash FROM memory_forgotten_contents f WHERE f.unit_id = u.id)));

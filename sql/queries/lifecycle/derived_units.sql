@@ -12,9 +12,7 @@ WHERE u.project = %(project)s AND u.status <> {status_forgotten}
        OR EXISTS (SELECT 1 FROM consolidation_clusters c
                   WHERE c.consolidated_unit = u.id AND c.members && %(ids)s::uuid[])
        OR u.duplicate_of = ANY (%(ids)s::uuid[])
-       OR EXISTS (SELECT 1 FROM memory_units f
-                  WHERE f.id = ANY (%(ids)s::uuid[]) AND f.kind = u.kind AND f.content_hash = u.content_hash)
-       OR EXISTS (SELECT 1 FROM memory_former_wordings w
-                  WHERE w.unit_id = ANY (%(ids)s::uuid[]) AND w.project = u.project AND w.kind = u.kind
-                    AND w.content_hash = u.content_hash))
+       OR EXISTS (SELECT 1 FROM memory_forgotten_contents f
+                  WHERE f.unit_id = ANY (%(ids)s::uuid[]) AND f.project = u.project AND f.kind = u.kind
+                    AND f.content_hash = u.content_hash))
 ORDER BY u.number;

@@ -18,8 +18,7 @@ UNION ALL
 SELECT t.id::text, 'unfolded inbox' FROM tombstones t
 WHERE EXISTS (SELECT 1 FROM memory_inbox i
               WHERE i.unit_id IS NULL AND i.project = t.project AND i.kind = t.kind
-                AND (i.content_hash = t.content_hash
-                     OR i.content_hash IN (SELECT w.content_hash FROM memory_former_wordings w WHERE w.unit_id = t.id))
+                AND i.content_hash IN (SELECT f.content_hash FROM memory_forgotten_contents f WHERE f.unit_id = t.id)
                 AND i.received_at < t.forgotten_at)
 UNION ALL
 SELECT t.id::text, 'bundle' FROM tombstones t
