@@ -418,6 +418,35 @@ def test_forgetting_a_member_tombstones_the_weekly_summary_that_copied_it(mem, c
     assert quality.tombstones_with_text(conn) == [] and quality.unlinked_consolidations(conn) == []
 
 
+def test_correcting_a_member_retires_the_weekly_summary_that_copied_its_words(mem, conn, embedder, today):
+    """A weekly summary copies its members' words; a correction of a member left the summary serving the words it
+    replaced (a wrong vendor, a wrong port) until that week was consolidated again, which for a past week might be
+    never. The correction retires the summaries built from the member in its own transaction (audited, clusters
+    dropped, pointers cleared), and the week's next consolidation rebuilds one from the corrected words."""
+    week = today - timedelta(days=today.weekday())
+    members = flights(mem)
+    embed_all(conn, embedder)
+    assert consolidation.consolidate_week(conn, T1, week)["clusters"] == 1
+    summary_id, title = conn.execute("SELECT u.id, u.title FROM consolidation_clusters c "
+                                     "JOIN memory_units u ON u.id = c.consolidated_unit").fetchone()
+    copied = next(m for m, (t, _) in zip(members, FLIGHTS, strict=True) if t == title)
+    mem.correct("acme", copied.token, title="Flight to Munich delayed",
+                body="The offsite flight to Munich was delayed by fog.")
+    assert conn.execute("SELECT status FROM memory_units WHERE id = %s", (summary_id,)).fetchone()[0] == "retired"
+    assert live_summaries(conn) == 0
+    assert conn.execute("SELECT count(*) FROM consolidation_clusters").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM memory_units WHERE consolidated_into IS NOT NULL").fetchone()[0] == 0
+    assert conn.execute("SELECT details->>'corrected' FROM audit_log WHERE unit_id = %s AND action = 'retired'",
+                        (summary_id,)).fetchone() == (copied.unit_id,)
+    assert quality.unlinked_consolidations(conn) == []
+    embed_all(conn, embedder)
+    assert consolidation.consolidate_week(conn, T1, week)["clusters"] >= 1  # rebuilt from the words as they are
+    assert live_summaries(conn) >= 1 and quality.unlinked_consolidations(conn) == []
+    rebuilt = conn.execute("SELECT string_agg(u.title || ' ' || u.body, ' ') FROM consolidation_clusters c "
+                           "JOIN memory_units u ON u.id = c.consolidated_unit").fetchone()[0]
+    assert title not in rebuilt  # no member holds the replaced title now
+
+
 def write_until(mem, stop: threading.Event, fact: dict, prefix: str) -> list[str]:
     """remember() the same content under new task ids until told to stop; the statuses, in order."""
     statuses: list[str] = []
