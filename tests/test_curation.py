@@ -221,6 +221,28 @@ def test_promotion_needs_two_sources_or_a_day(mem, conn, embedder, today):
     assert mem.unit("acme", one.token)["status"] == "active"
 
 
+def test_a_re_run_of_a_past_day_promotes_with_the_sources_that_day_had(mem, conn, embedder, today):
+    """Regression (an attacker's pass): the promotion counted every source a unit has now, so re-running a past
+    day's curation after a second task wrote the fact promoted the unit under that day, on a source of a later day.
+    A day's promotion counts the sources it had by its end: a re-run decides the same."""
+    from datetime import timedelta
+
+    fact = dict(project="acme", kind="env", type="semantic", confidence=0.7, title="Zeppelin port",
+                body="The zeppelin service listens on port 7001 because 7000 is the registry's.")
+    token = mem.remember(**fact, task_id="T-1").token
+    for table, column in (("memory_units", "created_at"), ("memory_sources", "created_at"),
+                          ("memory_inbox", "received_at")):  # written three days ago
+        conn.execute(f"UPDATE {table} SET {column} = {column} - interval '3 days'")
+    conn.execute("UPDATE memory_units SET valid_from = valid_from - interval '3 days'")
+    conn.commit()
+    day = today - timedelta(days=3)
+    embed_all(conn, embedder)
+    assert curation.curate_day(conn, T1, day)["promoted"] == 0
+    mem.remember(**fact, task_id="T-2")  # a second task writes it today
+    assert curation.curate_day(conn, T1, day)["promoted"] == 0
+    assert mem.unit("acme", token)["status"] == "proposed"
+
+
 def test_review_decisions_are_audited(mem, conn, embedder, today):
     deferred = mem.remember(project="acme", kind="note", type="semantic", title="VPN rollout deferred to Q3",
                             body="The VPN rollout was deferred to Q3 after the security review.")
