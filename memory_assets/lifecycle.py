@@ -104,6 +104,18 @@ def tombstone_derived(conn: psycopg.Connection[Any], project: str, roots: list[A
     return tombstoned
 
 
+def retire_summaries_of(conn: psycopg.Connection[Any], unit: dict[str, Any], actor: str) -> None:
+    """Retire, in a correction's transaction, the weekly summaries that copied the unit's replaced words (their
+    clusters dropped, their members no longer pointing at them); each audited with the unit it was built from."""
+    retired = [row[0] for row in conn.execute(query("lifecycle/retire_summaries_of"), {
+        "project": unit["project"], "ids": [unit["id"]], "feed": V.FEED_CONSOLIDATION, "actor": actor})]
+    if retired:
+        conn.execute(query("lifecycle/drop_derived_clusters"), {"ids": retired})
+    for summary in retired:
+        audit.record(conn, actor, V.STATUS_RETIRED, project=unit["project"], unit_id=summary,
+                     details={"corrected": str(unit["id"])})
+
+
 def trust_of(confirms: int, flags: int) -> float:
     """Beta-style mean: starts at the default trust, rises with confirmations, falls with flags."""
     weight = V.TRUST_PRIOR_WEIGHT

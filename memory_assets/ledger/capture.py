@@ -407,18 +407,6 @@ def correct(conn: psycopg.Connection[Any], project: str, token: str, *, title: s
     raise ValidationError("token", f"{token} was corrected by others during each of {V.CORRECT_ATTEMPTS} attempts")
 
 
-def retire_summaries_of(conn: psycopg.Connection[Any], unit: dict[str, Any], actor: str) -> None:
-    """Retire, in the correction's transaction, the weekly summaries that copied the unit's replaced words (their
-    clusters dropped, their members no longer pointing at them); each audited with the unit it was built from."""
-    retired = [row[0] for row in conn.execute(query("ledger/retire_summaries_of"), {
-        "project": unit["project"], "unit_id": unit["id"], "feed": V.FEED_CONSOLIDATION, "actor": actor})]
-    if retired:
-        conn.execute("UPDATE memory_units SET consolidated_into = NULL WHERE consolidated_into = ANY (%s)", (retired,))
-    for summary in retired:
-        audit.record(conn, actor, V.STATUS_RETIRED, project=unit["project"], unit_id=summary,
-                     details={"corrected": str(unit["id"])})
-
-
 def corrected(conn: psycopg.Connection[Any], current: dict[str, Any], candidate: gates.Candidate,
               actor: str) -> int | None:
     """Write a correction over the revision `current` read; its new revision, or None when the unit was forgotten
@@ -445,7 +433,7 @@ def corrected(conn: psycopg.Connection[Any], current: dict[str, Any], candidate:
             revision: int = row[0]
             audit.record(conn, actor, "correct", project=current["project"], unit_id=current["id"],
                          details={"revision": revision})
-            retire_summaries_of(conn, current, actor)
+            lifecycle.retire_summaries_of(conn, current, actor)
             return revision
-    except psycopg.errors.UniqueViolation as error:  # a write made this content live since the probe
+    except psycopg.errors.UniqueViolation as error:  # a write that holds no counter row made it live since the probe
         raise ValidationError("body", "another unit of the project now holds this text") from error

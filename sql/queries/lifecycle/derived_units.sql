@@ -6,9 +6,7 @@
 SELECT u.id
 FROM memory_units u
 WHERE u.project = %(project)s AND u.status <> {status_forgotten}
-  AND ((u.created_by = %(feed)s AND EXISTS (
-            SELECT 1 FROM memory_sources s
-            WHERE s.unit_id = u.id AND s.feed = %(feed)s AND s.task_id = ANY (%(ids)s::uuid[]::text[])))
+  AND ({lifecycle/_summary_of}
        OR EXISTS (SELECT 1 FROM consolidation_clusters c
                   WHERE c.consolidated_unit = u.id AND c.members && %(ids)s::uuid[])
        OR u.duplicate_of = ANY (%(ids)s::uuid[])

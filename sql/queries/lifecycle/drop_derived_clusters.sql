@@ -1,5 +1,6 @@
--- Drop the consolidation clusters a forgotten unit belonged to or summarised (the next weekly run rebuilds them
--- from the members that remain); their members stop pointing at the tombstoned summary.
+-- Drop the consolidation clusters a forgotten unit belonged to or summarised, or whose summary a correction of a
+-- member retired (the next weekly run rebuilds them from the members as they are); their members stop pointing at
+-- the summary.
 WITH dropped AS (
     DELETE FROM consolidation_clusters
     WHERE consolidated_unit = ANY (%(ids)s::uuid[]) OR members && %(ids)s::uuid[]
