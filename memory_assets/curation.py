@@ -145,9 +145,7 @@ def decide(conn: psycopg.Connection[Any], project: str, token: str, decision: st
            actor: str = "reviewer") -> dict[str, Any]:
     """Settle a unit in review: approve (active), reject (retired) or supersede another unit; always audited."""
     project = gates.project_name(project)
-    if decision not in V.REVIEW_DECISIONS:
-        raise ValidationError("decision",
-                              f"must be one of {', '.join(V.REVIEW_DECISIONS)} (got {gates.shown(decision)})")
+    gates.one_of("decision", decision, V.REVIEW_DECISIONS)
     if (decision == "supersede") != (target is not None):
         raise ValidationError("target", "supersede needs the token of the unit it replaces, and only supersede")
     audit.kept("actor", actor)  # stored as updated_by and audited: checked before the unit is locked

@@ -91,10 +91,7 @@ class Embedder:
                  backend: str | None = None) -> None:
         self.spec = spec
         self.batch_size = batch_size
-        backend = backend or V.DOCUMENT_ENCODER
-        if backend not in V.DOCUMENT_ENCODERS:
-            raise ValidationError("document_encoder",
-                                  f"must be one of {', '.join(V.DOCUMENT_ENCODERS)} (got {gates.shown(backend)})")
+        backend = gates.one_of("document_encoder", backend or V.DOCUMENT_ENCODER, V.DOCUMENT_ENCODERS)
         self.onnx = onnx_encoder(spec, backend.removeprefix("onnx-"), threads) if backend.startswith("onnx-") else None
         self.backend = backend if self.onnx else "torch"
         self.model: Any = None if self.onnx else load_model(spec.loader, threads)
@@ -272,10 +269,7 @@ def query_encoder(key: str, backend: str | None = None) -> OnnxEncoder | Embedde
     """The encoder queries of a model key go through (once per process): the ONNX export (fp32 by default), made on
     first use, or torch's when the backend asks for it or onnxruntime is missing (logged once)."""
     spec = model_spec(key)
-    backend = backend or V.QUERY_ENCODER
-    if backend not in V.QUERY_ENCODERS:
-        raise ValidationError("query_encoder",
-                              f"must be one of {', '.join(V.QUERY_ENCODERS)} (got {gates.shown(backend)})")
+    backend = gates.one_of("query_encoder", backend or V.QUERY_ENCODER, V.QUERY_ENCODERS)
     with _QUERY_ENCODERS_LOCK:
         name = _query_encoder_name(spec.loader, backend)
         if name not in _QUERY_ENCODERS:

@@ -49,9 +49,7 @@ def record_events(conn: psycopg.Connection[Any], project: str, task_id: str, eve
     recorded = 0
     with conn.transaction():
         for event in events:
-            if event.get("kind") not in V.EVENT_KINDS:
-                raise ValidationError("kind", f"must be one of {', '.join(V.EVENT_KINDS)} "
-                                              f"(got {gates.shown(event.get('kind'))})")
+            gates.one_of("kind", event.get("kind"), V.EVENT_KINDS)
             recorded += conn.execute(query("events/record_event"), {
                 "task_id": task_id, "kind": event["kind"], "channel": event_id("channel", event.get("channel")),
                 "session_id": event_id("session_id", event.get("session_id")),
@@ -93,8 +91,7 @@ SWITCH_SCOPES = ("task", "epic", "system", "kill", "holdout")
 
 def set_switch(conn: psycopg.Connection[Any], scope: str, key: str, value: str) -> None:
     """Set memory on/off for a task, an epic or the system, the kill switch (on = kill), or the holdout %."""
-    if scope not in SWITCH_SCOPES:
-        raise ValidationError("scope", f"must be one of {', '.join(SWITCH_SCOPES)} (got {gates.shown(scope)})")
+    gates.one_of("scope", scope, SWITCH_SCOPES)
     if scope == "holdout":
         holdout_percent(value)
     elif value not in V.SWITCH_VALUES:

@@ -92,6 +92,15 @@ _REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
 _TEXT_ALLOWED = frozenset("\n\t")
 
 
+def one_of(field_name: str, value: object, allowed: Iterable[str], also: Iterable[str] = ()) -> str:
+    """`value` when it is one of `allowed` (or of `also`: values taken here that a later gate refuses with its own
+    reason); else a ValidationError naming the field and listing `allowed`, the value quoted only as `shown` may."""
+    allowed = tuple(allowed)
+    if not isinstance(value, str) or (value not in allowed and value not in tuple(also)):
+        raise ValidationError(field_name, f"must be one of {', '.join(allowed)} (got {shown(value)})")
+    return value
+
+
 def shown(value: object) -> str:
     """A value as an error message may quote it: short, ASCII, and never a credential."""
     if isinstance(value, str) and has_secret(value[: V.BODY_MAX_CHARS]):
@@ -277,17 +286,12 @@ def validate(
 ) -> Candidate:
     """Check every field against its limit and return a Candidate; raise ValidationError naming the field."""
     project_ = project_name(project)
-    kind_ = text_field("kind", kind, 32)
-    if kind_ not in V.KINDS and kind_ not in V.FORBIDDEN_KINDS:
-        raise ValidationError("kind", f"must be one of {', '.join(V.KINDS)} (got {shown(kind_)})")
-    type_ = text_field("type", type, 32)
-    if type_ not in V.TYPES:
-        raise ValidationError("type", f"must be one of {', '.join(V.TYPES)} (got {shown(type_)})")
+    kind_ = one_of("kind", text_field("kind", kind, 32), V.KINDS, also=V.FORBIDDEN_KINDS)
+    type_ = one_of("type", text_field("type", type, 32), V.TYPES)
     valid_from_ = None if valid_from is None else bounded_time("valid_from", valid_from)
-    if not isinstance(visibility, str) or visibility not in V.VISIBILITIES:
-        raise ValidationError("visibility", f"must be one of {', '.join(V.VISIBILITIES)} (got {shown(visibility)})")
+    visibility_ = one_of("visibility", visibility, V.VISIBILITIES)
     persona_ = identifier("persona", persona)
-    if visibility == V.VISIBILITY_PRIVATE and not persona_:
+    if visibility_ == V.VISIBILITY_PRIVATE and not persona_:
         raise ValidationError("persona", "required when visibility is private (the persona that may recall it)")
     return Candidate(
         project=project_,
@@ -307,7 +311,7 @@ def validate(
         observed_sha=identifier("observed_sha", observed_sha),
         source_ref=identifier("source_ref", source_ref),
         valid_from=valid_from_,
-        visibility=visibility,
+        visibility=visibility_,
         source_text=text_field("source_text", source_text, V.SOURCE_TEXT_MAX_CHARS, required=False, rule="any"),
     )
 

@@ -64,8 +64,7 @@ def validate_query(project: str, query: str, k: int, kinds: Sequence[str] | None
             gates.text_field(f"paths[{i}]", path, V.ITEM_MAX_CHARS)
     if as_of is not None:
         gates.bounded_time("as_of", as_of)
-    if not isinstance(legs, str) or legs not in LEGS:
-        raise ValidationError("legs", f"must be one of {', '.join(LEGS)} (got {gates.shown(legs)})")
+    gates.one_of("legs", legs, LEGS)
     if reader:
         gates.identifier("persona", reader)
 
