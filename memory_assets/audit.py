@@ -22,9 +22,7 @@ def kept(field_name: str, value: str | None) -> str | None:
         raise ValidationError(field_name, f"must be a string, got {type(value).__name__}")
     if len(value) > V.AUDIT_TEXT_MAX_CHARS:
         raise ValidationError(field_name, f"at most {V.AUDIT_TEXT_MAX_CHARS} characters (got {len(value)})")
-    if gates.has_secret(value):
-        raise ValidationError(field_name, "looks like a credential and is never stored")
-    return value
+    return gates.no_credential(field_name, value)
 
 
 def record(conn: psycopg.Connection[Any], actor: str, action: str, *, project: str | None = None,

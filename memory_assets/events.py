@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 from typing import Any
@@ -16,27 +15,16 @@ from memory_assets.database import one, query
 from memory_assets.errors import ValidationError
 
 
-@functools.lru_cache(maxsize=4096)
-def _credential(text: str) -> bool:
-    """Whether an id looks like a credential (cached: a task's id is checked at every event and prompt)."""
-    return gates.has_secret(text)
-
-
 def event_id(field_name: str, value: object) -> str | None:
     """An optional epic, session or channel id in the identifier grammar and no credential: it is stored with the
     event or the task's arm, so it gets the same check as a unit's provenance."""
     text = gates.identifier(field_name, value)
-    if text is not None and _credential(text):
-        raise ValidationError(field_name, "looks like a credential and is never stored")
-    return text
+    return None if text is None else gates.no_credential(field_name, text)
 
 
 def task_key(value: object) -> str:
     """A task id, required, checked as `event_id` checks the optional ones."""
-    text = gates.identifier("task_id", value, required=True)
-    if _credential(text):
-        raise ValidationError("task_id", "looks like a credential and is never stored")
-    return text
+    return gates.no_credential("task_id", gates.identifier("task_id", value, required=True))
 
 
 def record_events(conn: psycopg.Connection[Any], project: str, task_id: str, events: list[dict[str, Any]],

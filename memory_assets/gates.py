@@ -228,15 +228,16 @@ def unit_interval(field_name: str, value: object) -> float:
 
 
 @functools.lru_cache(maxsize=4096)
-def _is_secret_name(name: str) -> bool:
-    return has_secret(name)
+def _looks_secret(text: str) -> bool:
+    return has_secret(text)
 
 
-def _name(field_name: str, name: str) -> str:
-    """A project or feed name that is no credential: it keys the rejection counters and the audit log."""
-    if _is_secret_name(name):
+def no_credential(field_name: str, text: str) -> str:
+    """A name, id, path or reason that is stored for good (keying counters, events, the audit log), unless it looks
+    like a credential: ValidationError naming the field. Cached: the same few names are checked at every call."""
+    if _looks_secret(text):
         raise ValidationError(field_name, "looks like a credential and is never stored")
-    return name
+    return text
 
 
 def project_name(value: object) -> str:
@@ -244,12 +245,12 @@ def project_name(value: object) -> str:
     project = text_field("project", value, V.PROJECT_MAX_CHARS)
     if not _PROJECT.fullmatch(project):
         raise ValidationError("project", "letters, digits, '.', '_' and '-' only, starting with a letter or digit")
-    return _name("project", project)
+    return no_credential("project", project)
 
 
 def feed_name(value: object) -> str:
     """A valid feed name (the identifier grammar, never a credential): rejections are counted per feed."""
-    return _name("feed", identifier("feed", value, required=True))
+    return no_credential("feed", identifier("feed", value, required=True))
 
 
 def recorded_names(candidates: Iterable[Candidate]) -> None:

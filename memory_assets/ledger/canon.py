@@ -68,9 +68,7 @@ def register_canon(conn: psycopg.Connection[Any], project: str, path: str, text:
     """Register a canon document by path; only hashed token sets of its paragraphs are kept. Its path is a path as a
     unit's is, and its size bounded (every later write of the project is compared with each paragraph)."""
     project = gates.project_name(project)
-    path = gates.text_field("path", path, V.ITEM_MAX_CHARS)
-    if gates.has_secret(path):
-        raise ValidationError("path", "looks like a credential and is never stored")
+    path = gates.no_credential("path", gates.text_field("path", path, V.ITEM_MAX_CHARS))
     text = gates.text_field("text", text, V.CANON_TEXT_MAX_CHARS, rule="any")
     chunks = [c for c in (p.strip() for p in text.split("\n\n"))
               if len(gates.word_tokens(c)) >= V.CANON_CHUNK_MIN_TOKENS]
