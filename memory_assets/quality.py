@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import psycopg
 
-from memory_assets import bundle, embeddings, gates
+from memory_assets import bundle, decay, embeddings, gates
 from memory_assets import vocabulary as V
 from memory_assets.database import query
 
@@ -119,8 +119,8 @@ def tombstones_with_text(conn: psycopg.Connection[Any]) -> list[str]:
 
 
 def units_without_decay(conn: psycopg.Connection[Any], day: date) -> list[str]:
-    """Live units created before the day's end that have no decay score for the day."""
-    rows = conn.execute(query("quality/units_without_decay"), {"day": day}).fetchall()
+    """Units created and live at the day's end that have no decay score for the day."""
+    rows = conn.execute(query("quality/units_without_decay"), {"day": day, "t": decay.day_end(day)}).fetchall()
     return [r[0] for r in rows]
 
 

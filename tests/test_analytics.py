@@ -1,7 +1,7 @@
 """Read-rate metrics (the kill metric), the kill list, the analysts' read-only connection, and the arm comparison
 (interval maths and the too-few rule without a database, the per-arm counts with one)."""
 
-from datetime import date
+from datetime import date, timedelta
 
 import pandas as pd
 import psycopg
@@ -30,6 +30,40 @@ def test_read_rate_metrics_and_kill_list(mem, conn, today):
     assert rates == {token: 0.5, ignored: 0.0}
     assert analytics.kill_list(conn)["token"].tolist() == [ignored]
     assert analytics.compute_read_rate(conn, today) == 2  # re-running a day replaces its rows
+
+
+def test_each_event_counts_in_the_arm_in_effect_and_a_past_day_rerun_after_an_arm_changed_is_identical(mem, conn,
+                                                                                                          today):
+    """Invariant 5 for the kill metric: an event counts in the arm its task had when it was sent, and a task's arm
+    changed after the day moves none of the day's events or tasks to another arm."""
+    token = mem.remember(project="acme", kind="env", type="semantic", title="Fact",
+                         body="The cache is warmed at 06:00 because traffic peaks at 07:00.").token
+    mem.effective_memory("T-1")
+    mem.record_events("acme", "T-1", [{"token": token, "kind": "injected"}, {"token": token, "kind": "read"}])
+    mem.effective_memory("T-2")
+    mem.record_events("acme", "T-2", [{"token": token, "kind": "injected"}])
+    mem.set_switch("task", "T-2", "off")  # T-2 is switched off mid-task: its later read counts in "off"
+    mem.effective_memory("T-2")
+    mem.effective_memory("T-2")  # the same decision again the same day: recorded once
+    mem.record_events("acme", "T-2", [{"token": token, "kind": "read"}])
+    assert conn.execute("SELECT count(*) FROM memory_task_arm_history WHERE task_id = 'T-2'").fetchone()[0] == 2
+    for table, column in (("memory_events", "at"), ("memory_task_arms", "decided_at"),
+                          ("memory_task_arm_history", "decided_at")):
+        conn.execute(f"UPDATE {table} SET {column} = {column} - interval '1 day'")
+    day = today - timedelta(days=1)
+
+    def day_rows():
+        analytics.compute_read_rate(conn, day)
+        return (conn.execute("SELECT arm, injections, reads FROM read_rate_metrics WHERE day = %s ORDER BY arm",
+                             (day,)).fetchall(),
+                conn.execute("SELECT arm, source, tasks, injected_tasks, used_tasks FROM read_rate_arms "
+                             "WHERE day = %s ORDER BY arm", (day,)).fetchall())
+
+    first = day_rows()
+    assert first == ([("off", 0, 1), ("on", 2, 1)], [("off", "task", 1, 1, 1), ("on", "default", 1, 1, 1)])
+    mem.set_switch("task", "T-1", "off")  # today T-1's arm changes too
+    assert mem.effective_memory("T-1")["value"] == "off"
+    assert day_rows() == first
 
 
 def test_the_analysts_connection_reads_the_measurements_and_cannot_write(mem, conn, clean, today):

@@ -255,6 +255,34 @@ def test_decay_of_a_day_rematerialised_is_identical(mem, conn, today):
     assert V.TRUST_FLOOR < trust < V.DEFAULT_TRUST  # 40 days unconfirmed: past the 30-day grace, decaying
 
 
+def test_decay_of_a_day_rematerialised_after_votes_changed_and_units_left_or_came_back_is_identical(mem, conn,
+                                                                                                        today):
+    """Invariant 5 against what changes after a day: a task's vote turned round, a unit superseded, one forgotten, and
+    one retired before the day's end but made active again since; the day re-run gives the rows it gave."""
+    day = today - timedelta(days=1)
+    kept, replaced, forgotten, revived = (note(mem, f"Fact {i}", f"The build server {i} restarts on Sundays.").token
+                                          for i in ("north", "south", "east", "west"))
+    mem.confirm("acme", kept, task_id="T-1")
+    revived_id = mem.unit("acme", revived)["id"]
+    conn.execute("UPDATE memory_units SET status = 'retired' WHERE id = %s", (revived_id,))
+    for table, column in (("memory_units", "created_at"), ("memory_units", "valid_from"), ("memory_changes", "at"),
+                          ("memory_votes", "at"), ("memory_vote_history", "at")):
+        conn.execute(f"UPDATE {table} SET {column} = {column} - interval '3 days'")
+    decay.score_day(conn, day)
+    rows = conn.execute("SELECT * FROM decay_scores WHERE day = %s ORDER BY unit_id", (day,)).fetchall()
+    assert len(rows) == 3 and revived_id not in {r[1] for r in rows}  # retired at the day's end: not scored
+
+    mem.flag("acme", kept, task_id="T-1")  # the same task changes its vote today
+    note(mem, "Fact south, corrected", "The build server south restarts on Saturdays.", supersedes=replaced)
+    mem.forget("acme", forgotten, FORGETTER, reason="user asked")
+    conn.execute("UPDATE memory_units SET status = 'active' WHERE id = %s", (revived_id,))
+
+    decay.score_day(conn, day)
+    assert conn.execute("SELECT * FROM decay_scores WHERE day = %s ORDER BY unit_id", (day,)).fetchall() == rows
+    assert quality.units_without_decay(conn, day) == []  # the check reads the day's live units the same way
+    assert mem.unit("acme", kept)["flags"] == 1  # the vote did change: only the past day ignores it
+
+
 def test_ttl_expiry_takes_an_episode_out_of_recall_but_keeps_its_row(mem, conn, embedder, today):
     episode = note(mem, "Deploy incident", "The Friday deploy failed because the cache volume filled up.",
                    type="episodic", valid_from=datetime.now(UTC) - timedelta(days=V.EPISODIC_TTL_DAYS + 5))

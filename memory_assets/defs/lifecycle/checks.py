@@ -35,7 +35,7 @@ def no_text_in_tombstones(postgres: PostgresResource) -> dg.AssetCheckResult:
 
 @dg.asset_check(asset=decay_scores, name="decay_covers_live_units", partitions_def=daily)
 def decay_covers_live_units(context: dg.AssetCheckExecutionContext, postgres: PostgresResource) -> dg.AssetCheckResult:
-    """Every live unit that existed by the day's end has a score for the day."""
+    """Every unit live at the day's end (by its status then) has a score for the day."""
     day = days_of(context.partition_time_window)[-1]
     with postgres.memory().connection() as conn:
         missing = quality.units_without_decay(conn, day)

@@ -1,15 +1,24 @@
 -- Read-rate metrics of one day per (project, kind, unit, arm): event counts of the day, and the kill flag from the
--- trailing window (injected often, rarely read).
-WITH day_events AS (
-    SELECT e.unit_id, coalesce(a.value, 'unassigned') AS arm, e.kind, e.task_id, e.at
-    FROM memory_events e LEFT JOIN memory_task_arms a ON a.task_id = e.task_id
-    WHERE e.at >= %(start)s AND e.at < %(end)s AND NOT e.provisional
-), window_events AS (
-    SELECT e.unit_id, coalesce(a.value, 'unassigned') AS arm,
-           count(DISTINCT e.task_id) FILTER (WHERE e.kind = 'injected') AS injected_tasks,
-           count(DISTINCT e.task_id) FILTER (WHERE e.kind <> 'injected') AS used_tasks
-    FROM memory_events e LEFT JOIN memory_task_arms a ON a.task_id = e.task_id
+-- trailing window (injected often, rarely read). Each event counts in the arm in effect when it was sent: its task's
+-- latest decision at or before it, else its first (an event sent before the task's first decision), of those
+-- recorded before the day's end, so a re-run after the task's arm changed gives the same rows.
+WITH window_events AS (
+    SELECT e.unit_id, coalesce(arm.value, 'unassigned') AS arm, e.kind, e.task_id, e.at
+    FROM memory_events e
+    LEFT JOIN LATERAL (
+        SELECT h.value FROM memory_task_arm_history h
+        WHERE h.task_id = e.task_id AND h.decided_at < %(end)s
+        ORDER BY h.decided_at > e.at, abs(extract(epoch FROM h.decided_at - e.at)), h.seq DESC
+        LIMIT 1
+    ) arm ON true
     WHERE e.at >= %(window_start)s AND e.at < %(end)s AND NOT e.provisional
+), day_events AS (
+    SELECT unit_id, arm, kind, task_id FROM window_events WHERE at >= %(start)s
+), window_usage AS (
+    SELECT unit_id, arm,
+           count(DISTINCT task_id) FILTER (WHERE kind = 'injected') AS injected_tasks,
+           count(DISTINCT task_id) FILTER (WHERE kind <> 'injected') AS used_tasks
+    FROM window_events
     GROUP BY 1, 2
 )
 INSERT INTO read_rate_metrics (day, project, kind, unit_id, arm, injections, reads, citations, follows, read_rate, kill)
@@ -23,5 +32,5 @@ SELECT %(day)s, u.project, u.kind, d.unit_id, d.arm,
        coalesce(bool_or(w.injected_tasks >= %(min_injections)s
                         AND w.used_tasks::double precision / w.injected_tasks < %(max_read_rate)s), false)
 FROM day_events d JOIN memory_units u ON u.id = d.unit_id
-LEFT JOIN window_events w ON w.unit_id = d.unit_id AND w.arm = d.arm
+LEFT JOIN window_usage w ON w.unit_id = d.unit_id AND w.arm = d.arm
 GROUP BY u.project, u.kind, d.unit_id, d.arm;

@@ -1,5 +1,5 @@
--- Decay scores of every live unit for one day, computed only from facts dated before the day's end (%(t)s),
--- so re-materialising a day gives identical rows.
+-- Decay scores of every unit live at the day's end (%(t)s), computed only from facts dated before it (each task's
+-- latest vote then, the status then), so re-materialising a day gives identical rows.
 WITH ev AS (
     SELECT unit_id,
            sum(CASE kind WHEN 'read' THEN %(w_read)s::double precision WHEN 'cited' THEN %(w_cited)s::double precision
@@ -7,10 +7,14 @@ WITH ev AS (
                * power(0.5, extract(epoch FROM (%(t)s - at)) / 86400.0 / %(activation_half_life)s)) AS activation,
            max(at) FILTER (WHERE kind IN ('read', 'cited', 'followed')) AS last_used
     FROM memory_events WHERE at < %(t)s GROUP BY unit_id
+), votes_then AS (
+    SELECT DISTINCT ON (unit_id, task_id) unit_id, vote, at
+    FROM memory_vote_history WHERE at < %(t)s
+    ORDER BY unit_id, task_id, seq DESC
 ), votes AS (
     SELECT unit_id, count(*) FILTER (WHERE vote = 1) AS confirms, count(*) FILTER (WHERE vote = -1) AS flags,
            max(at) FILTER (WHERE vote = 1) AS last_confirmed
-    FROM memory_votes WHERE at < %(t)s GROUP BY unit_id
+    FROM votes_then GROUP BY unit_id
 ), base AS (
     SELECT u.id, u.project, u.type,
            greatest(u.valid_from, coalesce(ev.last_used, u.valid_from)) AS last_activity,
@@ -23,7 +27,8 @@ WITH ev AS (
     FROM memory_units u
     LEFT JOIN ev ON ev.unit_id = u.id
     LEFT JOIN votes v ON v.unit_id = u.id
-    WHERE u.status IN {live_statuses} AND u.created_at < %(t)s
+    LEFT JOIN ({decay/_status_since}) since ON since.unit_id = u.id
+    WHERE u.created_at < %(t)s AND coalesce(since.status, u.status) IN {live_statuses}
 ), scored AS (
     SELECT id, project, type, activation,
            power(0.5, greatest(0, extract(epoch FROM (%(t)s - last_activity))) / 86400.0 / %(half_life)s) AS recency,
