@@ -83,6 +83,12 @@ def day_units_params(model_key: str, day: date) -> dict[str, Any]:
             "walk_min_share": V.HNSW_WALK_MIN_SHARE}
 
 
+def nearest_params(unit: dict[str, Any], model_key: str) -> dict[str, Any]:
+    """The parameters of both ways to a curation/day_units row's nearest older peer (curation/_older_peers)."""
+    return {"unit_id": unit["id"], "project": unit["project"], "kind": unit["kind"], "number": unit["number"],
+            "model": model_key, "vector": unit["embedding"], "overfetch": V.CURATION_HNSW_NEIGHBOURS}
+
+
 def nearest_older(cur: psycopg.Cursor[dict[str, Any]], unit: dict[str, Any], model_key: str) -> dict[str, Any] | None:
     """A curation/day_units row's nearest older peer: in a large project through the model's HNSW index (an exact
     scan there cost each newcomer time in proportion to the project), else or when the index walk surfaces none by
@@ -90,8 +96,7 @@ def nearest_older(cur: psycopg.Cursor[dict[str, Any]], unit: dict[str, Any], mod
     if cur.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
         with cur.connection.transaction():
             return nearest_older(cur, unit, model_key)
-    params = {"project": unit["project"], "kind": unit["kind"], "number": unit["number"], "model": model_key,
-              "vector": unit["embedding"], "overfetch": V.CURATION_HNSW_NEIGHBOURS}
+    params = nearest_params(unit, model_key)
     if unit["large"]:
         was = one(cur.execute(query("curation/hnsw_scan"), {"ef_search": V.HNSW_EF_SEARCH}))
         found = cur.execute(embeddings.model_query("curation/nearest_older_hnsw", model_key), params).fetchone()

@@ -263,3 +263,13 @@ def record_reliability(section: str, name: str, figures: dict[str, Any]) -> None
     data = json.loads(RELIABILITY_RESULTS.read_text()) if RELIABILITY_RESULTS.exists() else {}
     data.setdefault(section, {})[name] = {**figures, "at": datetime.now(UTC).isoformat(timespec="seconds")}
     RELIABILITY_RESULTS.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+FLIGHTS = [(f"Flight {i} to Berlin delayed", f"Flight #{i} to Berlin for the offsite was delayed by fog.")
+           for i in range(6)]
+
+
+def flights(mem):
+    """Six episodes of one event, in project acme: one weekly consolidation cluster."""
+    return [mem.remember(project="acme", kind="note", type="episodic", title=title, body=body, task_id=f"T-{i}")
+            for i, (title, body) in enumerate(FLIGHTS)]

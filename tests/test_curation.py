@@ -1,14 +1,15 @@
 """Curation on the real model: paraphrases merge, contradictions go to review, proposals are promoted."""
 
+from datetime import timedelta
 
 import pytest
 from psycopg.rows import dict_row
 
-from memory_assets import authz, curation, embeddings, quality
+from memory_assets import authz, consolidation, curation, embeddings, quality
 from memory_assets import vocabulary as V
 from memory_assets.database import query
 from tests.cases import SERVING_MODEL as T1
-from tests.cases import embed_all
+from tests.cases import embed_all, flights
 
 PARAPHRASES = [
     (("Staging database requires TLS", "The staging PostgreSQL only accepts connections with sslmode=require."),
@@ -112,6 +113,20 @@ def test_unrelated_units_and_episodes_are_left_alone(mem, conn, embedder, today,
     assert curation.curate_day(conn, T1, today)["review"] == 0
 
 
+def test_a_weekly_summary_is_neither_merged_into_nor_reviewed_against_its_own_members(mem, conn, embedder, today,
+                                                                                      nearest_path):
+    """A summary is newer than the members it was built from and close to its central one; curating its day once
+    sent it to review against that member (a closer one would have merged it away)."""
+    flights(mem)
+    embed_all(conn, embedder)
+    curation.curate_day(conn, T1, today)
+    assert consolidation.consolidate_week(conn, T1, today - timedelta(days=today.weekday()))["clusters"] == 1
+    embed_all(conn, embedder)
+    assert curation.curate_day(conn, T1, today) == {"merged": 0, "review": 0, "promoted": 0, "unchanged": 1}
+    assert conn.execute("SELECT status, conflicts_with, duplicate_of FROM memory_units "
+                        "WHERE created_by = %s", (V.FEED_CONSOLIDATION,)).fetchall() == [("active", None, None)]
+
+
 def test_a_large_project_walks_the_hnsw_index_to_the_nearest_older_unit(mem, conn, embedder, today):
     """Above HNSW_MIN_PROJECT_UNITS the nearest older unit comes from the model's partial HNSW index (an exact scan
     cost each newcomer time in proportion to the project): the statement must be one that index serves, and find
@@ -129,8 +144,7 @@ def test_a_large_project_walks_the_hnsw_index_to_the_nearest_older_unit(mem, con
     with conn.cursor(row_factory=dict_row) as cur:
         unit = next(u for u in cur.execute(query("curation/day_units"), curation.day_units_params(T1, today))
                     if str(u["id"]) == newer.unit_id)
-        params = {"project": "acme", "kind": "env", "number": unit["number"], "model": T1, "vector": unit["embedding"],
-                  "overfetch": V.CURATION_HNSW_NEIGHBOURS}
+        params = curation.nearest_params(unit, T1)
         exact = cur.execute(query("curation/nearest_older"), params).fetchone()
         with conn.transaction():  # the knobs alone hold the plan on the graph, even on a store never analysed
             cur.execute(query("curation/hnsw_scan"), {"ef_search": V.HNSW_EF_SEARCH})
@@ -173,8 +187,7 @@ def test_the_walk_runs_once_on_statistics_that_have_not_seen_the_days_units(mem,
     with conn.cursor(row_factory=dict_row) as cur:
         newest = max(cur.execute(query("curation/day_units"), curation.day_units_params(T1, today)),
                      key=lambda unit: unit["number"])
-        params = {"project": "acme", "kind": "env", "number": newest["number"], "model": T1,
-                  "vector": newest["embedding"], "overfetch": V.CURATION_HNSW_NEIGHBOURS}
+        params = curation.nearest_params(newest, T1)
         with conn.transaction():
             cur.execute(query("curation/hnsw_scan"), {"ef_search": V.HNSW_EF_SEARCH})
             plan = [row["QUERY PLAN"] for row in cur.execute(
@@ -225,7 +238,6 @@ def test_a_re_run_of_a_past_day_promotes_with_the_sources_that_day_had(mem, conn
     """Regression (an attacker's pass): the promotion counted every source a unit has now, so re-running a past
     day's curation after a second task wrote the fact promoted the unit under that day, on a source of a later day.
     A day's promotion counts the sources it had by its end: a re-run decides the same."""
-    from datetime import timedelta
 
     fact = dict(project="acme", kind="env", type="semantic", confidence=0.7, title="Zeppelin port",
                 body="The zeppelin service listens on port 7001 because 7000 is the registry's.")

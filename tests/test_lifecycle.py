@@ -18,7 +18,7 @@ from memory_assets.database import query
 from memory_assets.defs import runner
 from memory_assets.errors import ScopeError, ValidationError
 from memory_assets.ledger import capture
-from tests.cases import REPO, embed_all
+from tests.cases import FLIGHTS, REPO, embed_all, flights
 from tests.cases import SERVING_MODEL as T1
 
 
@@ -401,14 +401,7 @@ def test_a_summary_that_is_no_valid_unit_skips_its_cluster_not_the_week_of_every
 
 # --- Forget reaches derived text (issue #13) -------------------------------------------------
 
-FLIGHTS = [(f"Flight {i} to Berlin delayed", f"Flight #{i} to Berlin for the offsite was delayed by fog.")
-           for i in range(6)]
 FORGETTER = authz.Actor.for_project("acme", "alice", forget=True)
-
-
-def flights(mem):
-    return [mem.remember(project="acme", kind="note", type="episodic", title=title, body=body, task_id=f"T-{i}")
-            for i, (title, body) in enumerate(FLIGHTS)]
 
 
 def live_summaries(conn):
