@@ -47,8 +47,7 @@ def test_each_event_counts_in_the_arm_in_effect_and_a_past_day_rerun_after_an_ar
     mem.effective_memory("T-2")  # the same decision again the same day: recorded once
     mem.record_events("acme", "T-2", [{"token": token, "kind": "read"}])
     assert conn.execute("SELECT count(*) FROM memory_task_arm_history WHERE task_id = 'T-2'").fetchone()[0] == 2
-    for table, column in (("memory_events", "at"), ("memory_task_arms", "decided_at"),
-                          ("memory_task_arm_history", "decided_at")):
+    for table, column in (("memory_events", "at"), ("memory_task_arm_history", "decided_at")):
         conn.execute(f"UPDATE {table} SET {column} = {column} - interval '1 day'")
     day = today - timedelta(days=1)
 
@@ -64,6 +63,20 @@ def test_each_event_counts_in_the_arm_in_effect_and_a_past_day_rerun_after_an_ar
     mem.set_switch("task", "T-1", "off")  # today T-1's arm changes too
     assert mem.effective_memory("T-1")["value"] == "off"
     assert day_rows() == first
+
+
+def test_an_arm_written_by_any_writer_lands_in_the_arm_history_once_a_day_unless_it_changes(conn, clean):
+    """The history is kept by a trigger, so no writer of memory_task_arms (an older release, a hand-written fix) can
+    change a task's arm without the read-rate metrics seeing when."""
+    upsert = ("INSERT INTO memory_task_arms (task_id, value, source, decided_at) VALUES ('T-9', %s, 'task', %s) "
+              "ON CONFLICT (task_id) DO UPDATE SET value = EXCLUDED.value, decided_at = EXCLUDED.decided_at")
+    for value, at in (("on", "2026-01-01 10:00Z"), ("on", "2026-01-01 11:00Z"), ("off", "2026-01-01 12:00Z"),
+                      ("off", "2026-01-02 09:00Z")):
+        conn.execute(upsert, (value, at))
+    assert [(v, at.isoformat()) for v, at in conn.execute(
+        "SELECT value, decided_at FROM memory_task_arm_history WHERE task_id = 'T-9' ORDER BY seq")] == [
+        ("on", "2026-01-01T10:00:00+00:00"), ("off", "2026-01-01T12:00:00+00:00"),
+        ("off", "2026-01-02T09:00:00+00:00")]
 
 
 def test_the_analysts_connection_reads_the_measurements_and_cannot_write(mem, conn, clean, today):

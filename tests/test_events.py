@@ -164,7 +164,8 @@ def test_the_kill_switch_stops_every_write_block_and_event(mem, conn):
     mem.compile_bundle("acme")
     before = {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
               for table in ("memory_inbox", "memory_units", "memory_sources", "memory_rejections", "audit_log",
-                            "memory_events", "memory_task_arms", "memory_votes")}
+                            "memory_events", "memory_task_arms", "memory_task_arm_history", "memory_votes",
+                            "memory_vote_history")}
     mem.set_switch("kill", "", "on")
 
     off = mem.remember(**{**fact, "title": "Cache warm-up time", "body": "The cache warms at 05:30 since 2025."})

@@ -241,6 +241,7 @@ def test_decay_of_a_day_rematerialised_is_identical(mem, conn, today):
     token = note(mem, "Fact", "The build server restarts on Sundays.").token
     conn.execute("UPDATE memory_units SET created_at = now() - interval '40 days', "
                  "valid_from = now() - interval '40 days'")
+    conn.execute("UPDATE memory_changes SET at = now() - interval '40 days'")  # written then, as the ledger says
     unit_id = mem.unit("acme", token)["id"]
     conn.execute("INSERT INTO memory_events (unit_id, project, task_id, kind, at) VALUES "
                  "(%s, 'acme', 'T-1', 'read', now() - interval '3 days')", (unit_id,))
@@ -281,6 +282,37 @@ def test_decay_of_a_day_rematerialised_after_votes_changed_and_units_left_or_cam
     assert conn.execute("SELECT * FROM decay_scores WHERE day = %s ORDER BY unit_id", (day,)).fetchall() == rows
     assert quality.units_without_decay(conn, day) == []  # the check reads the day's live units the same way
     assert mem.unit("acme", kept)["flags"] == 1  # the vote did change: only the past day ignores it
+
+
+def test_a_vote_written_by_any_writer_lands_in_the_vote_history_dated_by_its_change(mem, conn):
+    """The history is kept by a trigger, so no writer of memory_votes (an older release, a hand-written fix) can
+    change a vote without a past day's decay seeing when; an update that keeps the vote adds nothing."""
+    unit_id = note(mem, "Fact", "The build server restarts on Sundays.").unit_id
+    conn.execute("INSERT INTO memory_votes (unit_id, project, task_id, vote, at) "
+                 "VALUES (%s, 'acme', 'T-1', 1, now() - interval '5 days')", (unit_id,))
+    conn.execute("UPDATE memory_votes SET at = at - interval '1 day'")  # the same vote: no change
+    conn.execute("UPDATE memory_votes SET vote = -1")  # changed by hand, its time left as it was
+    history = conn.execute("SELECT vote, now() - at < interval '1 minute' FROM memory_vote_history ORDER BY seq")
+    assert history.fetchall() == [(1, False), (-1, True)]
+
+
+def test_a_row_folded_after_its_day_was_scored_stays_out_of_that_days_rerun(mem, conn, today):
+    """A row captured on a day and folded after that day's decay ran (a late or failed fold) carries the day in its
+    created_at, but was not in the ledger then: a re-run scores the units the first run scored."""
+    day = today - timedelta(days=1)
+    note(mem, "Fact", "The build server restarts on Sundays.")
+    late = gates.validate(project="acme", kind="note", type="semantic", title="Late fact",
+                          body="The build server north restarts on Mondays.", task_id="T-late")
+    assert capture.remember_many(conn, [late], fold_now=False)["inserted"] == 0
+    for table, column in (("memory_units", "created_at"), ("memory_units", "valid_from"), ("memory_changes", "at"),
+                          ("memory_inbox", "received_at")):
+        conn.execute(f"UPDATE {table} SET {column} = {column} - interval '3 days'")
+    assert decay.score_day(conn, day)["scored"] == 1
+    rows = conn.execute("SELECT * FROM decay_scores WHERE day = %s", (day,)).fetchall()
+    assert capture.fold(conn, keys=[late.idempotency_key])["inserted"] == 1
+    assert decay.score_day(conn, day)["scored"] == 1
+    assert conn.execute("SELECT * FROM decay_scores WHERE day = %s", (day,)).fetchall() == rows
+    assert quality.units_without_decay(conn, day) == []
 
 
 def test_ttl_expiry_takes_an_episode_out_of_recall_but_keeps_its_row(mem, conn, embedder, today):

@@ -161,7 +161,7 @@ def test_validation_names_a_changed_field_or_returns_a_sound_candidate(examples)
 
 
 COUNTED = ("memory_inbox", "memory_units", "memory_sources", "audit_log", "memory_events", "memory_task_arms",
-           "memory_changes")
+           "memory_task_arm_history", "memory_vote_history", "memory_changes")
 
 
 def counts(conn: Any) -> dict[str, int]:
