@@ -28,7 +28,7 @@ CREATE INDEX IF NOT EXISTS memory_task_arm_history_day ON memory_task_arm_histor
 -- A vote's change is dated by the transaction that made it (an update that leaves `at` as it was is still a change
 -- now); an update that keeps the vote is none.
 CREATE OR REPLACE FUNCTION memory_votes_history() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
     IF TG_OP = 'INSERT' OR OLD.vote IS DISTINCT FROM NEW.vote THEN
@@ -43,7 +43,7 @@ CREATE TRIGGER memory_votes_history AFTER INSERT OR UPDATE ON memory_votes
     FOR EACH ROW EXECUTE FUNCTION memory_votes_history();
 
 CREATE OR REPLACE FUNCTION memory_task_arms_history() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
     INSERT INTO memory_task_arm_history (task_id, epic_id, value, source, decided_at)

@@ -28,8 +28,7 @@ WITH ev AS (
     LEFT JOIN ev ON ev.unit_id = u.id
     LEFT JOIN votes v ON v.unit_id = u.id
     LEFT JOIN ({decay/_status_since}) since ON since.unit_id = u.id
-    WHERE u.created_at < %(t)s
-      AND CASE WHEN since.unit_id IS NULL THEN u.status ELSE since.status END IN {live_statuses}
+    WHERE u.created_at < %(t)s AND coalesce(since.status, u.status) IN {live_statuses}
 ), scored AS (
     SELECT id, project, type, activation,
            power(0.5, greatest(0, extract(epoch FROM (%(t)s - last_activity))) / 86400.0 / %(half_life)s) AS recency,

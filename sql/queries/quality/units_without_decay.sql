@@ -2,6 +2,5 @@
 SELECT u.id::text
 FROM memory_units u
 LEFT JOIN ({decay/_status_since}) since ON since.unit_id = u.id
-WHERE u.created_at < %(t)s
-  AND CASE WHEN since.unit_id IS NULL THEN u.status ELSE since.status END IN {live_statuses}
+WHERE u.created_at < %(t)s AND coalesce(since.status, u.status) IN {live_statuses}
   AND NOT EXISTS (SELECT 1 FROM decay_scores d WHERE d.day = %(day)s::date AND d.unit_id = u.id);
