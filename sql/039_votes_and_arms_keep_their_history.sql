@@ -1,6 +1,7 @@
 -- Invariant 5 for the daily decay scores and read-rate metrics: a past day re-run must see the votes and the A/B
 -- arms that day saw. memory_votes and memory_task_arms hold each task's current vote and arm, overwritten when they
--- change, so a trigger on each appends every change here, with its time, whoever writes it.
+-- change, so a trigger on each appends every insert and change here, with its time, whoever writes it (neither is
+-- ever deleted: a task changes its vote or its arm, and a forgotten unit keeps its votes).
 
 -- Every vote a task cast or changed on a unit.
 CREATE TABLE IF NOT EXISTS memory_vote_history (
@@ -22,7 +23,7 @@ CREATE TABLE IF NOT EXISTS memory_task_arm_history (
     source     text NOT NULL CHECK (source IN ('task', 'epic', 'default', 'killed', 'holdout')),
     decided_at timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX IF NOT EXISTS memory_task_arm_history_task ON memory_task_arm_history (task_id, decided_at);
+CREATE INDEX IF NOT EXISTS memory_task_arm_history_task ON memory_task_arm_history (task_id, seq);
 CREATE INDEX IF NOT EXISTS memory_task_arm_history_day ON memory_task_arm_history (decided_at);
 
 -- A vote's change is dated by the transaction that made it (an update that leaves `at` as it was is still a change
@@ -51,7 +52,7 @@ BEGIN
     WHERE NOT EXISTS (
         SELECT 1
         FROM (SELECT h.epic_id, h.value, h.source, h.decided_at FROM memory_task_arm_history h
-              WHERE h.task_id = NEW.task_id ORDER BY h.decided_at DESC, h.seq DESC LIMIT 1) latest
+              WHERE h.task_id = NEW.task_id ORDER BY h.seq DESC LIMIT 1) latest
         WHERE (latest.epic_id, latest.value, latest.source) IS NOT DISTINCT FROM (NEW.epic_id, NEW.value, NEW.source)
           AND (latest.decided_at AT TIME ZONE 'UTC')::date = (NEW.decided_at AT TIME ZONE 'UTC')::date);
     RETURN NULL;

@@ -1,7 +1,8 @@
 """Read-rate metrics (the kill metric), the kill list, the analysts' read-only connection, and the arm comparison
 (interval maths and the too-few rule without a database, the per-arm counts with one)."""
 
-from datetime import date, timedelta
+import random
+from datetime import UTC, date, datetime, time, timedelta
 
 import pandas as pd
 import psycopg
@@ -32,17 +33,17 @@ def test_read_rate_metrics_and_kill_list(mem, conn, today):
     assert analytics.compute_read_rate(conn, today) == 2  # re-running a day replaces its rows
 
 
-def test_each_event_counts_in_the_arm_in_effect_and_a_past_day_rerun_after_an_arm_changed_is_identical(mem, conn,
-                                                                                                          today):
-    """Invariant 5 for the kill metric: an event counts in the arm its task had when it was sent, and a task's arm
-    changed after the day moves none of the day's events or tasks to another arm."""
+def test_a_task_counts_in_its_arm_at_the_days_end_and_a_rerun_after_its_arm_changed_is_identical(mem, conn, today):
+    """Invariant 5 for the kill metric: a task's arm changed after the day moves none of the day's events or tasks
+    to another arm; a task switched during the day counts, its injections and reads alike, in its arm at the day's
+    end, in both read-rate tables."""
     token = mem.remember(project="acme", kind="env", type="semantic", title="Fact",
                          body="The cache is warmed at 06:00 because traffic peaks at 07:00.").token
     mem.effective_memory("T-1")
     mem.record_events("acme", "T-1", [{"token": token, "kind": "injected"}, {"token": token, "kind": "read"}])
     mem.effective_memory("T-2")
     mem.record_events("acme", "T-2", [{"token": token, "kind": "injected"}])
-    mem.set_switch("task", "T-2", "off")  # T-2 is switched off mid-task: its later read counts in "off"
+    mem.set_switch("task", "T-2", "off")  # T-2 is switched off mid-task: the whole task counts in "off"
     mem.effective_memory("T-2")
     mem.effective_memory("T-2")  # the same decision again the same day: recorded once
     mem.record_events("acme", "T-2", [{"token": token, "kind": "read"}])
@@ -59,10 +60,40 @@ def test_each_event_counts_in_the_arm_in_effect_and_a_past_day_rerun_after_an_ar
                              "WHERE day = %s ORDER BY arm", (day,)).fetchall())
 
     first = day_rows()
-    assert first == ([("off", 0, 1), ("on", 2, 1)], [("off", "task", 1, 1, 1), ("on", "default", 1, 1, 1)])
+    assert first == ([("off", 1, 1), ("on", 1, 1)], [("off", "task", 1, 1, 1), ("on", "default", 1, 1, 1)])
     mem.set_switch("task", "T-1", "off")  # today T-1's arm changes too
     assert mem.effective_memory("T-1")["value"] == "off"
     assert day_rows() == first
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_each_tasks_arm_is_its_last_decision_before_the_days_end_on_random_decisions_with_ties(mem, conn, clean,
+                                                                                               today, seed):
+    """analytics/_task_arms against the rule written out: the task's decision recorded last (the history's order)
+    of those dated before the day's end, else 'unassigned'. Decisions fall on four instants, two of them after the
+    day's end, so they tie and come after the day often."""
+    rng = random.Random(seed)
+    day = today - timedelta(days=3)
+    end = datetime.combine(day + timedelta(days=1), time.min, tzinfo=UTC)
+    instants = [end - timedelta(hours=30), end - timedelta(hours=6), end, end + timedelta(hours=6)]
+    tasks = [f"T-{i}" for i in range(10)]
+    expected = dict.fromkeys(tasks, "unassigned")
+    for _ in range(20):
+        task, at, value = rng.choice(tasks), rng.choice(instants), rng.choice(("on", "off"))
+        conn.execute("INSERT INTO memory_task_arm_history (task_id, value, source, decided_at) "
+                     "VALUES (%s, %s, 'task', %s)", (task, value, at))
+        if at < end:
+            expected[task] = value
+    units = {}
+    for i, task in enumerate(tasks):
+        units[task] = mem.remember(project="acme", kind="note", type="semantic", title=f"Fact {i}",
+                                   body=f"The service number {i} answers on port {7000 + i}.").unit_id
+        conn.execute("INSERT INTO memory_events (unit_id, project, task_id, kind, at) "
+                     "VALUES (%s, 'acme', %s, 'injected', %s)", (units[task], task, end - timedelta(hours=1)))
+    analytics.compute_read_rate(conn, day)
+    got = dict(conn.execute("SELECT unit_id::text, arm FROM read_rate_metrics WHERE day = %s", (day,)).fetchall())
+    assert got == {units[task]: arm for task, arm in expected.items()}
+    assert set(expected.values()) == {"on", "off", "unassigned"}  # every case drawn
 
 
 def test_an_arm_written_by_any_writer_lands_in_the_arm_history_once_a_day_unless_it_changes(conn, clean):

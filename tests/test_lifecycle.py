@@ -310,8 +310,25 @@ def test_a_row_captured_on_a_day_and_folded_after_it_was_scored_joins_that_days_
     assert decay.score_day(conn, day)["scored"] == 1
     assert capture.fold(conn, keys=[late.idempotency_key])["inserted"] == 1
     assert quality.units_without_decay(conn, day) != []  # the day's scores lack the unit folded since
+    conn.execute("UPDATE memory_units SET status = 'retired' WHERE title = 'Late fact'")  # live when captured
     assert decay.score_day(conn, day)["scored"] == 2
     assert quality.units_without_decay(conn, day) == []
+
+
+def test_a_past_days_rerun_expires_no_episode_that_left_since(mem, conn, today):
+    """A re-run (or a backfill) of a past day scores an episode live then as expired, but one retired since is left as
+    it is: the day's decay marks only live units."""
+    day = today - timedelta(days=1)
+    then = datetime.now(UTC) - timedelta(days=V.EPISODIC_TTL_DAYS + 5)
+    episode = note(mem, "Deploy incident", "The Friday deploy failed because the cache volume filled up.",
+                   type="episodic", valid_from=then)
+    for table, column in (("memory_units", "created_at"), ("memory_changes", "at")):
+        conn.execute(f"UPDATE {table} SET {column} = %s", (then,))
+    conn.execute("UPDATE memory_units SET status = 'retired', updated_by = 'curation'")
+    assert decay.score_day(conn, day) == {"scored": 1, "expired": 0, "stale": 0}
+    assert conn.execute("SELECT expired FROM decay_scores WHERE day = %s", (day,)).fetchone()[0] is True
+    unit = mem.unit("acme", episode.token)
+    assert (unit["expired_at"], unit["updated_by"]) == (None, "curation")
 
 
 def test_ttl_expiry_takes_an_episode_out_of_recall_but_keeps_its_row(mem, conn, embedder, today):

@@ -1,23 +1,10 @@
 -- Read-rate metrics of one day per (project, kind, unit, arm): event counts of the day, and the kill flag from the
--- trailing window (injected often, rarely read). Each event counts in the arm in effect when it was sent: its task's
--- latest decision at or before it, else its first (an event sent before the task's first decision), of those
--- recorded before the day's end, so a re-run after the task's arm changed gives the same rows. Each decision holds
--- from its time to the task's next one (the first from the start), so every event joins one by a hash on the task.
-WITH events AS (
-    SELECT e.unit_id, e.kind, e.task_id, e.at
-    FROM memory_events e
-    WHERE e.at >= %(window_start)s AND e.at < %(end)s AND NOT e.provisional
-), arms AS (
-    SELECT h.task_id, h.value,
-           CASE WHEN row_number() OVER w = 1 THEN '-infinity' ELSE h.decided_at END AS since,
-           coalesce(lead(h.decided_at) OVER w, 'infinity') AS until
-    FROM memory_task_arm_history h
-    WHERE h.decided_at < %(end)s AND h.task_id IN (SELECT task_id FROM events)
-    WINDOW w AS (PARTITION BY h.task_id ORDER BY h.decided_at, h.seq)
-), window_events AS (
+-- trailing window (injected often, rarely read). Each task counts in its arm at the day's end (analytics/_task_arms).
+WITH window_events AS (
     SELECT e.unit_id, coalesce(a.value, 'unassigned') AS arm, e.kind, e.task_id, e.at
-    FROM events e
-    LEFT JOIN arms a ON a.task_id = e.task_id AND e.at >= a.since AND e.at < a.until
+    FROM memory_events e
+    LEFT JOIN ({analytics/_task_arms}) a ON a.task_id = e.task_id
+    WHERE e.at >= %(window_start)s AND e.at < %(end)s AND NOT e.provisional
 ), day_events AS (
     SELECT unit_id, arm, kind, task_id FROM window_events WHERE at >= %(start)s
 ), window_usage AS (

@@ -24,11 +24,9 @@ WITH ev AS (
            CASE WHEN v.last_confirmed IS NULL THEN %(grace)s::numeric
                 ELSE %(grace_confirmed)s::numeric END AS grace_days,
            extract(epoch FROM (%(t)s - coalesce(v.last_confirmed, u.created_at))) / 86400.0 AS unconfirmed_days
-    FROM memory_units u
+    FROM ({decay/_units_live_at}) u
     LEFT JOIN ev ON ev.unit_id = u.id
     LEFT JOIN votes v ON v.unit_id = u.id
-    LEFT JOIN ({decay/_status_since}) since ON since.unit_id = u.id
-    WHERE u.created_at < %(t)s AND coalesce(since.status, u.status) IN {live_statuses}
 ), scored AS (
     SELECT id, project, type, activation,
            power(0.5, greatest(0, extract(epoch FROM (%(t)s - last_activity))) / 86400.0 / %(half_life)s) AS recency,
