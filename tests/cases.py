@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 
-from memory_assets import embeddings, gates
+from memory_assets import database, embeddings, gates
 from memory_assets import vocabulary as V
 
 REPO = Path(__file__).resolve().parent.parent
@@ -273,3 +273,11 @@ def flights(mem):
     """Six episodes of one event, in project acme: one weekly consolidation cluster."""
     return [mem.remember(project="acme", kind="note", type="episodic", title=title, body=body, task_id=f"T-{i}")
             for i, (title, body) in enumerate(FLIGHTS)]
+
+
+def rerun_migrations_from(conn: Any, name: str) -> None:
+    """Run a migration again, as on a store upgraded from before it, then every later one, so the store is left as
+    the code expects it (a later migration's function redefined by the earlier one's copy would be lost)."""
+    files = database.migration_files()
+    for file in files[[f.name for f in files].index(name):]:
+        conn.execute(file.read_text())
