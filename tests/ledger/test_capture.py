@@ -362,7 +362,7 @@ def test_named_queries_spell_the_live_statuses_from_the_vocabulary():
 
 
 def test_the_fold_functions_speak_the_vocabulary(conn):
-    """memory_fold (sql/018, sql/040), memory_remember (sql/019) and memory_remember_gated (sql/022) spell statuses,
+    """memory_fold (sql/018), memory_remember (sql/019) and memory_remember_gated (sql/022) spell statuses,
     outcomes, visibilities, the token prefix, the kill switch and the column lists as literals: read back from the
     database, they are the vocabulary's, so the probes and the ON CONFLICT match the live-content index, the captured
     columns match the inbox's, and the one-row fold writes a unit and a source exactly as the set-based one does."""
@@ -376,15 +376,11 @@ def test_the_fold_functions_speak_the_vocabulary(conn):
         for outcome in (V.INBOX_INSERTED, V.INBOX_DUPLICATE, V.INBOX_FORGOTTEN):
             assert f"'{outcome}'" in body, outcome
         assert f"visibility = '{V.VISIBILITY_PRIVATE}'" in body and f"'{V.TOKEN_PREFIX}' ||" in body
-    sources = f"project, {', '.join(V.PROVENANCE_FIELDS)},"  # a source's columns: the fold links live and held
-    assert fold.count(sources) == 4 and remember.count(sources) == 2, fold
-    assert fold.count("coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)") == 5, fold
+        assert body.count(f"project, {', '.join(V.PROVENANCE_FIELDS)},") == 2, body  # a source's columns
+    assert fold.count("coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)") == 4, fold
     assert fold.count("memory_forgotten_contents") == 2 and remember.count("memory_forgotten_contents") == 1
-    assert fold.count("memory_held_contents") == 2 and "memory_held_contents" not in remember  # folds at capture
     view = " ".join(conn.execute("SELECT pg_get_viewdef('memory_forgotten_contents')").fetchone()[0].split())
     assert view.count(f"u.status = '{V.STATUS_FORGOTTEN}'::text") == 2, view
-    held = " ".join(conn.execute("SELECT pg_get_viewdef('memory_held_contents')").fetchone()[0].split())
-    assert f"u.status <> '{V.STATUS_FORGOTTEN}'::text" in held and f"u.status = '{V.STATUS_SUPERSEDED}'::text" in held
     columns = ", ".join(V.INBOX_COLUMNS)
     assert remember.count(columns) == 2, remember  # inserted and selected: the same list
     assert f"SELECT '{V.SWITCH_KILLED}'::text" in gated and f"SELECT '{V.CANON_CHANGED}'::text" in gated
@@ -397,9 +393,6 @@ def test_the_fold_functions_speak_the_vocabulary(conn):
 
     for start, end in (("INSERT INTO memory_units", " FROM "), ("INSERT INTO memory_sources", " FROM linked")):
         assert between(fold, start, end) == between(remember, start, end), start
-    held_link = fold[fold.index("WITH held AS"):]
-    assert between(held_link, "INSERT INTO memory_sources", " FROM linked") == between(
-        remember, "INSERT INTO memory_sources", " FROM linked")  # a held row's source is written as any other
 
 
 def ledger_of(conn, project: str) -> dict[str, list[tuple]]:
@@ -1274,42 +1267,9 @@ def test_a_days_fold_the_store_refuses_drops_nothing(conn, today, monkeypatch):
     assert capture.fold_dropping_refused(conn, day=today)["inserted"] == 3
 
 
-# --- A fold judges a row by what the ledger held when it was captured -----------------------
-
-@pytest.mark.parametrize("change", ["correction", "supersession"])
-def test_a_row_captured_while_a_unit_held_its_words_and_folded_after_they_were_replaced_is_that_units_duplicate(
-        mem, conn, change):
-    """Regression: a row captured to fold later (import --no-fold, the daily fold) in the words a live unit held, and
-    folded after a correction or a supersession replaced them, became a new live unit in the replaced words: the
-    correction undone, or two live units contradicting each other. It is the duplicate and a source of that unit, as
-    a fold at its capture would have made it."""
-    held = mem.remember(**EARLIER, task_id="T-1")
-    captured = capture.remember_many(conn, [gates.validate(**EARLIER, task_id="T-2")], fold_now=False)
-    if change == "correction":
-        mem.correct("acme", held.token, body=FACT["body"])
-    else:
-        mem.remember(**FACT, task_id="T-3", supersedes=held.token)
-    assert capture.fold(conn, keys=captured["to_fold"]) == {"inserted": 0, "linked": 1, "forgotten": 0,
-                                                            "projects": 1}
-    assert conn.execute("SELECT unit_id::text, outcome FROM memory_inbox WHERE task_id = 'T-2'").fetchall() == [
-        (held.unit_id, "duplicate")]
-    assert conn.execute("SELECT count(*) FROM memory_sources WHERE unit_id = %s", (held.unit_id,)).fetchone()[0] == 2
-    bodies = [r[0] for r in conn.execute("SELECT body FROM memory_units WHERE status IN ('active', 'proposed')")]
-    assert bodies == [FACT["body"]]  # the replaced words hold no live unit
-
-
-def test_a_row_captured_after_a_unit_was_superseded_is_a_new_assertion(mem, conn):
-    """The rule is the capture's time: the same words written after the supersession are a new unit, as remember()
-    makes them."""
-    held = mem.remember(**EARLIER, task_id="T-1")
-    mem.remember(**FACT, task_id="T-3", supersedes=held.token)
-    captured = capture.remember_many(conn, [gates.validate(**EARLIER, task_id="T-2")], fold_now=False)
-    assert capture.fold(conn, keys=captured["to_fold"])["inserted"] == 1
-
-
-def test_a_row_captured_in_words_corrected_away_and_then_forgotten_is_buried_not_linked(mem, conn, stored_text):
-    """Forgotten outranks held: the unit that held the words was corrected and then forgotten, so the row waiting
-    for its fold is buried with the tombstone's other words, its text blanked."""
+def test_a_row_waiting_in_words_corrected_away_is_buried_when_its_unit_is_forgotten(mem, conn, stored_text):
+    """A row waiting for its fold in words its unit was corrected away from is buried when that unit is forgotten:
+    the words were the unit's, in an earlier wording, so the row's text is blanked."""
     held = mem.remember(**EARLIER, task_id="T-1")
     captured = capture.remember_many(conn, [gates.validate(**EARLIER, task_id="T-2")], fold_now=False)
     mem.correct("acme", held.token, body=FACT["body"])
