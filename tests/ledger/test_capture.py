@@ -376,11 +376,16 @@ def test_the_fold_functions_speak_the_vocabulary(conn):
         for outcome in (V.INBOX_INSERTED, V.INBOX_DUPLICATE, V.INBOX_FORGOTTEN):
             assert f"'{outcome}'" in body, outcome
         assert f"visibility = '{V.VISIBILITY_PRIVATE}'" in body and f"'{V.TOKEN_PREFIX}' ||" in body
-        assert body.count(f"project, {', '.join(V.PROVENANCE_FIELDS)},") == 2, body  # a source's columns
-    assert fold.count("coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)") == 4, fold
+    sources = f"project, {', '.join(V.PROVENANCE_FIELDS)},"  # a source's columns: the fold links live and held
+    assert fold.count(sources) == 4 and remember.count(sources) == 2, fold
+    assert fold.count("coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)") == 5, fold
     assert fold.count("memory_forgotten_contents") == 3 and remember.count("memory_forgotten_contents") == 1
+    assert fold.count("memory_held_by(") == 3 and "memory_held_by" not in remember  # remember() folds at capture
     view = " ".join(conn.execute("SELECT pg_get_viewdef('memory_forgotten_contents')").fetchone()[0].split())
     assert view.count(f"u.status = '{V.STATUS_FORGOTTEN}'::text") == 2, view
+    held = " ".join(conn.execute("SELECT pg_get_functiondef('memory_held_by'::regproc)").fetchone()[0].split())
+    assert f"u.status <> '{V.STATUS_FORGOTTEN}'" in held and f"u.status = '{V.STATUS_SUPERSEDED}'" in held, held
+    assert f"row_visibility = '{V.VISIBILITY_PRIVATE}'" in held, held
     columns = ", ".join(V.INBOX_COLUMNS)
     assert remember.count(columns) == 2, remember  # inserted and selected: the same list
     assert f"SELECT '{V.SWITCH_KILLED}'::text" in gated and f"SELECT '{V.CANON_CHANGED}'::text" in gated
@@ -393,6 +398,9 @@ def test_the_fold_functions_speak_the_vocabulary(conn):
 
     for start, end in (("INSERT INTO memory_units", " FROM "), ("INSERT INTO memory_sources", " FROM linked")):
         assert between(fold, start, end) == between(remember, start, end), start
+    held_link = fold[fold.index("memory_held_by(i.project"):]
+    assert between(held_link, "INSERT INTO memory_sources", " FROM linked") == between(
+        remember, "INSERT INTO memory_sources", " FROM linked")  # a held row's source is written as any other
 
 
 def ledger_of(conn, project: str) -> dict[str, list[tuple]]:
@@ -1301,3 +1309,100 @@ def test_a_row_waiting_in_words_corrected_away_is_buried_when_its_unit_is_forgot
     assert capture.fold(conn, keys=captured["to_fold"])["inserted"] == 0
     assert conn.execute("SELECT outcome FROM memory_inbox WHERE task_id = 'T-2'").fetchone()[0] == "forgotten"
     assert EARLIER["body"] not in stored_text()
+
+
+# --- A fold judges a row by what the ledger held when it was captured (sql/040) -------------
+
+def replace_words(mem, token: str, change: str, **private) -> None:
+    """Replace a unit's words (EARLIER's) by FACT's: in place, or by a unit superseding it."""
+    if change == "correction":
+        mem.correct("acme", token, body=FACT["body"])
+    else:
+        mem.remember(**FACT, task_id="T-3", supersedes=token, **private)
+
+
+@pytest.mark.parametrize("change", ["correction", "supersession"])
+def test_a_row_captured_while_a_unit_held_its_words_and_folded_after_they_were_replaced_is_that_units_duplicate(
+        mem, conn, change):
+    """Regression: a row captured to fold later (import --no-fold, the daily fold) in the words a live unit held, and
+    folded after a correction or a supersession replaced them, became a new live unit in the replaced words: the
+    correction undone, or two live units contradicting each other. It is the duplicate and a source of that unit, as
+    a fold at its capture would have made it."""
+    held = mem.remember(**EARLIER, task_id="T-1")
+    captured = capture.remember_many(conn, [gates.validate(**EARLIER, task_id="T-2")], fold_now=False)
+    replace_words(mem, held.token, change)
+    assert capture.fold(conn, keys=captured["to_fold"]) == {"inserted": 0, "linked": 1, "forgotten": 0,
+                                                            "projects": 1}
+    assert conn.execute("SELECT unit_id::text, outcome FROM memory_inbox WHERE task_id = 'T-2'").fetchall() == [
+        (held.unit_id, "duplicate")]
+    assert conn.execute("SELECT count(*) FROM memory_sources WHERE unit_id = %s", (held.unit_id,)).fetchone()[0] == 2
+    bodies = [r[0] for r in conn.execute("SELECT body FROM memory_units WHERE status IN ('active', 'proposed')")]
+    assert bodies == [FACT["body"]]  # the replaced words hold no live unit
+
+
+@pytest.mark.parametrize("change", ["correction", "supersession"])
+def test_a_late_row_of_another_persona_never_opens_a_private_unit_whose_words_it_held(mem, conn, change):
+    """An attacker's pass: linked to Alice's private unit, Bob's project-visible row (or his private one) made her
+    unit shared (or his too) through the audience of its sources, and with it her corrected words, or her superseded
+    unit, which Bob never wrote. Bob's rows become a unit of their own, as before; Alice's unit keeps its audience."""
+    alice = dict(persona="alice", visibility=V.VISIBILITY_PRIVATE)
+    held = mem.remember(**EARLIER, task_id="T-1", **alice)
+    rows = [gates.validate(**EARLIER, task_id="T-2", persona="bob"),
+            gates.validate(**EARLIER, task_id="T-4", persona="bob", visibility=V.VISIBILITY_PRIVATE)]
+    captured = capture.remember_many(conn, rows, fold_now=False)
+    replace_words(mem, held.token, change, **alice)
+    assert capture.fold(conn, keys=captured["to_fold"])["inserted"] == 1  # Bob's words, his own unit
+    assert conn.execute("SELECT count(*) FROM memory_inbox WHERE task_id IN ('T-2', 'T-4') AND unit_id = %s",
+                        (held.unit_id,)).fetchone()[0] == 0
+    assert conn.execute("SELECT private_to FROM memory_units WHERE id = %s", (held.unit_id,)).fetchone()[0] == [
+        "alice"]
+    assert mem.unit("acme", held.token, authz.Actor.reader("acme", "bob")) is None
+
+
+@pytest.mark.parametrize("change", ["correction", "supersession"])
+def test_a_late_private_row_joins_the_private_unit_of_its_own_persona_that_held_its_words(mem, conn, change):
+    """Linking a row of the unit's own persona widens its audience to no one: it is that unit's duplicate."""
+    alice = dict(persona="alice", visibility=V.VISIBILITY_PRIVATE)
+    held = mem.remember(**EARLIER, task_id="T-1", **alice)
+    captured = capture.remember_many(conn, [gates.validate(**EARLIER, task_id="T-5", **alice)], fold_now=False)
+    replace_words(mem, held.token, change, **alice)
+    assert capture.fold(conn, keys=captured["to_fold"])["inserted"] == 0
+    assert conn.execute("SELECT unit_id::text FROM memory_inbox WHERE task_id = 'T-5'").fetchone()[0] == held.unit_id
+    assert conn.execute("SELECT private_to FROM memory_units WHERE id = %s", (held.unit_id,)).fetchone()[0] == [
+        "alice"]
+
+
+def test_a_row_captured_before_the_unit_that_later_held_its_words_existed_is_a_unit_of_its_own(mem, conn):
+    """The capture's time bounds the link from below too: a row captured before a unit held its words is no
+    duplicate of that unit, however the unit ended."""
+    captured = capture.remember_many(conn, [gates.validate(**EARLIER, task_id="T-2")], fold_now=False)
+    held = mem.remember(**EARLIER, task_id="T-1")
+    mem.remember(**FACT, task_id="T-3", supersedes=held.token)
+    assert capture.fold(conn, keys=captured["to_fold"])["inserted"] == 1
+
+
+def test_a_row_captured_while_a_unit_held_its_words_again_is_linked_after_their_last_replacement(mem, conn):
+    """A unit corrected back to words it held before holds them again from that correction: a row captured then is
+    its duplicate once they are replaced a second time (the replacement's time is the latest)."""
+    held = mem.remember(**EARLIER, task_id="T-1")
+    mem.correct("acme", held.token, body=FACT["body"])
+    mem.correct("acme", held.token, body=EARLIER["body"])
+    captured = capture.remember_many(conn, [gates.validate(**EARLIER, task_id="T-2")], fold_now=False)
+    mem.correct("acme", held.token, body=FACT["body"])
+    assert capture.fold(conn, keys=captured["to_fold"])["inserted"] == 0
+
+
+def test_a_row_captured_after_a_unit_was_superseded_is_a_new_assertion(mem, conn):
+    """The rule is the capture's time: the same words written after the supersession are a new unit, as remember()
+    makes them, also where the superseded unit was valid from a later date (its valid_until is that date)."""
+    held = mem.remember(**EARLIER, task_id="T-1")
+    later = mem.remember(**{**EARLIER, "body": "The relay will be bought from Ostwind GmbH."}, task_id="T-6",
+                         valid_from=datetime.now(UTC) + timedelta(days=365))
+    mem.remember(**FACT, task_id="T-3", supersedes=held.token)
+    mem.remember(**{**FACT, "body": "The relay will be bought from Nordlicht."}, task_id="T-7",
+                 supersedes=later.token)
+    captured = capture.remember_many(conn, [gates.validate(**EARLIER, task_id="T-2"),
+                                            gates.validate(**{**EARLIER, "body": "The relay will be bought from "
+                                                                                 "Ostwind GmbH."}, task_id="T-8")],
+                                     fold_now=False)
+    assert capture.fold(conn, keys=captured["to_fold"])["inserted"] == 2
