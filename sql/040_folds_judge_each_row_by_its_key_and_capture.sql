@@ -22,9 +22,12 @@ CREATE INDEX IF NOT EXISTS memory_units_superseded_content ON memory_units (proj
 
 -- The unit not forgotten that held a content when a row was captured, and holds it no more, that a row of that
 -- visibility and persona may join without widening its audience; with the time it stopped holding it. A wording a
--- correction replaced was held from the unit's previous correction (or its creation) until its replacement; a
--- superseded unit's words from its last correction (or its creation, or its valid_from if later) until its
--- supersession. Inlined where it is called (one SELECT, SQL, STABLE), so each branch reads by its own index.
+-- correction replaced was held from the unit's previous correction (or its creation) until its replacement, or the
+-- unit's supersession if that came first (a superseded unit corrected later held nothing after it); a superseded
+-- unit's words from its last correction (or its creation, or its valid_from if later) until its supersession. One
+-- interval a wording and unit: a wording held twice counts from its later tenure, and a row of the earlier one
+-- becomes a unit of its own, as before. Inlined where it is called (one SELECT, SQL, STABLE), so each branch reads
+-- by its own index.
 CREATE OR REPLACE FUNCTION memory_held_by(held_project text, held_kind text, held_hash text, captured_at timestamptz,
                                           row_visibility text, row_persona text)
 RETURNS TABLE (unit_id uuid, held_until timestamptz)
@@ -32,7 +35,7 @@ LANGUAGE sql STABLE
 AS $$
     SELECT h.unit_id, h.held_until
     FROM (
-        SELECT w.unit_id, u.private_to, w.replaced_at AS held_until,
+        SELECT w.unit_id, u.private_to, least(w.replaced_at, u.valid_until) AS held_until,
                coalesce((SELECT max(e.replaced_at) FROM memory_former_wordings e
                          WHERE e.unit_id = w.unit_id AND e.replaced_at < w.replaced_at), u.created_at) AS held_from
         FROM memory_former_wordings w

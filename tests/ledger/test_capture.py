@@ -1406,3 +1406,13 @@ def test_a_row_captured_after_a_unit_was_superseded_is_a_new_assertion(mem, conn
                                                                                  "Ostwind GmbH."}, task_id="T-8")],
                                      fold_now=False)
     assert capture.fold(conn, keys=captured["to_fold"])["inserted"] == 2
+
+
+def test_a_superseded_unit_corrected_later_held_its_old_words_only_until_its_supersession(mem, conn):
+    """An attacker's pass: correcting a superseded unit stretched its old words' tenure to the correction, so the
+    same words written after the supersession were linked to the dead unit instead of becoming a live one."""
+    held = mem.remember(**EARLIER, task_id="T-1")
+    mem.remember(**FACT, task_id="T-3", supersedes=held.token)
+    captured = capture.remember_many(conn, [gates.validate(**EARLIER, task_id="T-2")], fold_now=False)
+    mem.correct("acme", held.token, body="The relay was bought from Ostwind AG.")
+    assert capture.fold(conn, keys=captured["to_fold"])["inserted"] == 1
