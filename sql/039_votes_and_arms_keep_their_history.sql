@@ -1,7 +1,8 @@
 -- Invariant 5 for the daily decay scores and read-rate metrics: a past day re-run must see the votes and the A/B
 -- arms that day saw. memory_votes and memory_task_arms hold each task's current vote and arm, overwritten when they
--- change, so a trigger on each appends every insert and change here, with its time, whoever writes it (neither is
--- ever deleted: a task changes its vote or its arm, and a forgotten unit keeps its votes).
+-- change, so a trigger on each appends their changes here, with their time, whoever writes them (every vote cast or
+-- changed; an arm as the table below says). Neither is ever deleted: a task changes its vote or its arm, and a
+-- forgotten unit keeps its votes.
 
 -- Every vote a task cast or changed on a unit.
 CREATE TABLE IF NOT EXISTS memory_vote_history (
@@ -14,7 +15,7 @@ CREATE TABLE IF NOT EXISTS memory_vote_history (
 );
 
 -- Every memory decision recorded for a task that differs from the task's previous one, and the first of each UTC
--- day (a prompt block records one per call), so each event's arm in effect and a day's active tasks stay known.
+-- day (a prompt block records one per call), so each task's arm at a day's end and a day's active tasks stay known.
 CREATE TABLE IF NOT EXISTS memory_task_arm_history (
     seq        bigserial PRIMARY KEY,
     task_id    text NOT NULL,

@@ -20,14 +20,19 @@
 CREATE INDEX IF NOT EXISTS memory_units_superseded_content ON memory_units (project, kind, content_hash)
     WHERE status = 'superseded';
 
--- The unit not forgotten that held a content when a row was captured, and holds it no more, that a row of that
--- visibility and persona may join without widening its audience; with the time it stopped holding it. A wording a
--- correction replaced was held from the unit's previous correction (or its creation) until its replacement, or the
--- unit's supersession if that came first (a superseded unit corrected later held nothing after it); a superseded
--- unit's words from its last correction (or its creation, or its valid_from if later) until its supersession. One
--- interval a wording and unit: a wording held twice counts from its later tenure, and a row of the earlier one
--- becomes a unit of its own, as before. Inlined where it is called (one SELECT, SQL, STABLE), so each branch reads
--- by its own index.
+-- When a correction's unit began to hold the wording it replaced (its previous correction, or its creation), kept
+-- from now on beside the time it was replaced (sql/queries/ledger/correct_unit.sql): a wording replaced before this
+-- migration has none, and is not searched below (sql/037 dated the ones it took from the inbox by its own run).
+ALTER TABLE memory_former_wordings ADD COLUMN IF NOT EXISTS held_from timestamptz;
+
+-- The unit that held a content when a row was captured, and holds it no more, that a row of that visibility and
+-- persona may join without widening its audience; with the time it stopped holding it. A live or superseded unit
+-- held a wording a correction replaced from held_from until its replacement, or its supersession if that came first
+-- (a superseded unit corrected later held nothing after it); a superseded unit held its words from its last
+-- correction (or its creation, or its valid_from if later) until its supersession. A unit whose supersession left
+-- it no validity (its valid_from was later) held nothing. One interval a wording and unit: a wording held twice
+-- counts from its later tenure, and a row of the earlier one becomes a unit of its own, as before. Inlined where it
+-- is called (one SELECT, SQL, STABLE), so each branch reads by its own index.
 CREATE OR REPLACE FUNCTION memory_held_by(held_project text, held_kind text, held_hash text, captured_at timestamptz,
                                           row_visibility text, row_persona text)
 RETURNS TABLE (unit_id uuid, held_until timestamptz)
@@ -35,13 +40,13 @@ LANGUAGE sql STABLE
 AS $$
     SELECT h.unit_id, h.held_until
     FROM (
-        SELECT w.unit_id, u.private_to, least(w.replaced_at, u.valid_until) AS held_until,
-               coalesce((SELECT max(e.replaced_at) FROM memory_former_wordings e
-                         WHERE e.unit_id = w.unit_id AND e.replaced_at < w.replaced_at), u.created_at) AS held_from
+        SELECT w.unit_id, u.private_to, least(w.replaced_at, u.valid_until) AS held_until, w.held_from
         FROM memory_former_wordings w
         JOIN memory_units u ON u.id = w.unit_id
         WHERE w.project = held_project AND w.kind = held_kind AND w.content_hash = held_hash
-          AND u.status <> 'forgotten'
+          AND w.held_from IS NOT NULL
+          AND u.status IN ('proposed', 'review', 'active', 'flagged', 'stale', 'superseded')
+          AND (u.valid_until IS NULL OR u.valid_from < u.valid_until)
         UNION ALL
         SELECT u.id, u.private_to, u.valid_until,
                greatest(u.valid_from, coalesce((SELECT max(e.replaced_at) FROM memory_former_wordings e

@@ -281,3 +281,9 @@ def rerun_migrations_from(conn: Any, name: str) -> None:
     files = database.migration_files()
     for file in files[[f.name for f in files].index(name):]:
         conn.execute(file.read_text())
+
+
+def backdate(conn: Any, columns: tuple[tuple[str, str], ...], by: str) -> None:
+    """Move (table, column) timestamps back by an interval, as if the rows had been written that much earlier."""
+    for table, column in columns:
+        conn.execute(f"UPDATE {table} SET {column} = {column} - %s::interval", (by,))

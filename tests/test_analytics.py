@@ -11,6 +11,7 @@ import pytest
 from memory_assets import analytics
 from memory_assets import vocabulary as V
 from memory_assets.errors import ValidationError
+from tests.cases import backdate
 
 TASK, EPIC, DEFAULT = ("on", "off", None), ("on", "off", None, "no-epic"), ("on", "off")
 
@@ -48,8 +49,7 @@ def test_a_task_counts_in_its_arm_at_the_days_end_and_a_rerun_after_its_arm_chan
     mem.effective_memory("T-2")  # the same decision again the same day: recorded once
     mem.record_events("acme", "T-2", [{"token": token, "kind": "read"}])
     assert conn.execute("SELECT count(*) FROM memory_task_arm_history WHERE task_id = 'T-2'").fetchone()[0] == 2
-    for table, column in (("memory_events", "at"), ("memory_task_arm_history", "decided_at")):
-        conn.execute(f"UPDATE {table} SET {column} = {column} - interval '1 day'")
+    backdate(conn, (("memory_events", "at"), ("memory_task_arm_history", "decided_at")), "1 day")
     day = today - timedelta(days=1)
 
     def day_rows():

@@ -18,7 +18,7 @@ from memory_assets.database import query
 from memory_assets.defs import runner
 from memory_assets.errors import ScopeError, ValidationError
 from memory_assets.ledger import capture
-from tests.cases import FLIGHTS, REPO, embed_all, flights
+from tests.cases import FLIGHTS, REPO, backdate, embed_all, flights
 from tests.cases import SERVING_MODEL as T1
 
 
@@ -265,9 +265,8 @@ def test_decay_of_a_day_rematerialised_after_votes_changed_and_units_left_or_cam
     mem.confirm("acme", kept, task_id="T-1")
     revived_id = mem.unit("acme", revived)["id"]
     conn.execute("UPDATE memory_units SET status = 'retired' WHERE id = %s", (revived_id,))
-    for table, column in (("memory_units", "created_at"), ("memory_units", "valid_from"), ("memory_changes", "at"),
-                          ("memory_votes", "at"), ("memory_vote_history", "at")):
-        conn.execute(f"UPDATE {table} SET {column} = {column} - interval '3 days'")
+    backdate(conn, (("memory_units", "created_at"), ("memory_units", "valid_from"), ("memory_changes", "at"),
+                    ("memory_votes", "at"), ("memory_vote_history", "at")), "3 days")
     decay.score_day(conn, day)
     rows = conn.execute("SELECT * FROM decay_scores WHERE day = %s ORDER BY unit_id", (day,)).fetchall()
     assert len(rows) == 3 and revived_id not in {r[1] for r in rows}  # retired at the day's end: not scored
@@ -304,9 +303,8 @@ def test_a_row_captured_on_a_day_and_folded_after_it_was_scored_joins_that_days_
     late = gates.validate(project="acme", kind="note", type="semantic", title="Late fact",
                           body="The build server north restarts on Mondays.", task_id="T-late")
     assert capture.remember_many(conn, [late], fold_now=False)["inserted"] == 0
-    for table, column in (("memory_units", "created_at"), ("memory_units", "valid_from"), ("memory_changes", "at"),
-                          ("memory_inbox", "received_at")):
-        conn.execute(f"UPDATE {table} SET {column} = {column} - interval '3 days'")
+    backdate(conn, (("memory_units", "created_at"), ("memory_units", "valid_from"), ("memory_changes", "at"),
+                    ("memory_inbox", "received_at")), "3 days")
     assert decay.score_day(conn, day)["scored"] == 1
     assert capture.fold(conn, keys=[late.idempotency_key])["inserted"] == 1
     assert quality.units_without_decay(conn, day) != []  # the day's scores lack the unit folded since
@@ -329,6 +327,27 @@ def test_a_past_days_rerun_expires_no_episode_that_left_since(mem, conn, today):
     assert conn.execute("SELECT expired FROM decay_scores WHERE day = %s", (day,)).fetchone()[0] is True
     unit = mem.unit("acme", episode.token)
     assert (unit["expired_at"], unit["updated_by"]) == (None, "curation")
+
+
+def test_a_past_days_rerun_marks_no_unit_stale_that_a_later_day_found_trusted(mem, conn, today):
+    """A re-run (or a backfill) of a day reproduces that day's scores, stale flag included, but the status follows a
+    unit's latest scored day: three flags made the unit untrusted on the day, six confirmations the next day made it
+    trusted again, and re-running the first day must not turn it stale now."""
+    day = today - timedelta(days=2)
+    unit_id = note(mem, "Fact", "The build server restarts on Sundays.").unit_id
+    backdate(conn, (("memory_units", "created_at"), ("memory_units", "valid_from"), ("memory_changes", "at")),
+             "40 days")
+    end = decay.day_end(day)
+    votes = [(f"F-{i}", -1, end - timedelta(hours=12)) for i in range(3)] + [
+        (f"C-{i}", 1, end + timedelta(hours=12)) for i in range(6)]
+    for task, vote, at in votes:
+        conn.execute("INSERT INTO memory_vote_history (unit_id, project, task_id, vote, at) "
+                     "VALUES (%s, 'acme', %s, %s, %s)", (unit_id, task, vote, at))
+    decay.score_day(conn, day + timedelta(days=1))
+    assert decay.score_day(conn, day)["stale"] == 0
+    assert conn.execute("SELECT day, stale FROM decay_scores ORDER BY day").fetchall() == [
+        (day, True), (day + timedelta(days=1), False)]
+    assert conn.execute("SELECT status FROM memory_units WHERE id = %s", (unit_id,)).fetchone()[0] == "active"
 
 
 def test_ttl_expiry_takes_an_episode_out_of_recall_but_keeps_its_row(mem, conn, embedder, today):
