@@ -17,7 +17,8 @@ def day_end(day: date) -> datetime:
 
 
 def score_day(conn: psycopg.Connection[Any], day: date) -> dict[str, int]:
-    """Replace the day's decay scores, then mark expired episodes and stale units (never the other way back)."""
+    """Replace the day's decay scores, then mark expired episodes and stale units (never the other way back) unless a
+    later day was scored; one day at a time."""
     t = day_end(day)
     params = {
         "day": day, "t": t, "w_read": V.ACTIVATION_WEIGHTS["read"], "w_cited": V.ACTIVATION_WEIGHTS["cited"],
@@ -28,6 +29,9 @@ def score_day(conn: psycopg.Connection[Any], day: date) -> dict[str, int]:
         "stale_below": V.STALE_BELOW_TRUST,
     }
     with conn.transaction():
+        # one day at a time: an earlier day's marks must see a later day scored meanwhile (a backfill beside the
+        # daily run), and two runs of one day must not collide on its rows
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (V.DECAY_LOCK,))
         conn.execute("DELETE FROM decay_scores WHERE day = %s", (day,))
         scored = conn.execute(query("decay/score_day"), params).rowcount
         expired = conn.execute(query("decay/expire_units"), {"t": t, "day": day}).rowcount

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+import psycopg
 import pytest
 
 from memory_assets import authz, consolidation, decay, gates, lifecycle, quality
@@ -348,6 +349,21 @@ def test_a_past_days_rerun_marks_no_unit_stale_that_a_later_day_found_trusted(me
     assert conn.execute("SELECT day, stale FROM decay_scores ORDER BY day").fetchall() == [
         (day, True), (day + timedelta(days=1), False)]
     assert conn.execute("SELECT status FROM memory_units WHERE id = %s", (unit_id,)).fetchone()[0] == "active"
+
+
+def test_decay_runs_one_day_at_a_time(mem, conn, today):
+    """An attacker's pass: an earlier day's marks read whether a later day was scored, which a run of that later day
+    not yet committed hid (a backfill beside the daily run), so the unit was marked stale all the same. A day's decay
+    waits for any other day's run to end."""
+    with psycopg.connect(mem.url, autocommit=True) as other, other.transaction():
+        other.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (V.DECAY_LOCK,))  # another day's run, under way
+        scored: list[dict[str, int]] = []
+        waiting = threading.Thread(target=lambda: scored.append(decay.score_day(conn, today)))
+        waiting.start()
+        waiting.join(timeout=1.0)
+        assert waiting.is_alive() and not scored
+    waiting.join(timeout=30)
+    assert scored and not waiting.is_alive()
 
 
 def test_ttl_expiry_takes_an_episode_out_of_recall_but_keeps_its_row(mem, conn, embedder, today):
