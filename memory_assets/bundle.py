@@ -15,7 +15,7 @@ from psycopg.types.json import Jsonb
 
 from memory_assets import tokens
 from memory_assets import vocabulary as V
-from memory_assets.database import query
+from memory_assets.database import hold, query
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]")
 LEADING_MARKERS = re.compile(r"^[\s\[\-#•*>]+")
@@ -66,7 +66,7 @@ def compile_units(rows: list[dict[str, Any]], project: str) -> list[dict[str, An
 def hold_bundles(conn: psycopg.Connection[Any], project: str) -> None:
     """Serialise, until commit, a compile of the project's bundle with a forget's scrub of its stored revisions: a
     compile reads its units once it holds this, so it never stores a unit forgotten after its read."""
-    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"bundle:{project}",))
+    hold(conn, f"bundle:{project}")
 
 
 def compile_bundle(conn: psycopg.Connection[Any], project: str) -> dict[str, Any]:

@@ -302,6 +302,12 @@ def sqlalchemy_url(url: str, database: str) -> str:
     return f"postgresql+psycopg2://{user}:{password}@{host}{':' + port if port else ''}/{database}"
 
 
+def hold(conn: psycopg.Connection[Any], name: str) -> None:
+    """Take the transaction-scoped advisory lock called `name`, held until the caller's transaction ends: the one way
+    the domain serialises work that no row lock covers (a project's bundle, its derivations, a day's decay)."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (name,))
+
+
 def connection_kwargs() -> dict[str, Any]:
     """Every application connection: autocommit (multi-statement work opens conn.transaction() explicitly, so no
     read leaves a transaction holding locks), UTC, so day partitions mean UTC days, and a bounded connect."""

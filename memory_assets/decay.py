@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 
 from memory_assets import vocabulary as V
-from memory_assets.database import query
+from memory_assets.database import hold, query
 
 
 def day_end(day: date) -> datetime:
@@ -31,7 +31,7 @@ def score_day(conn: psycopg.Connection[Any], day: date) -> dict[str, int]:
     with conn.transaction():
         # one day at a time: an earlier day's marks must see a later day scored meanwhile (a backfill beside the
         # daily run), and two runs of one day must not collide on its rows
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (V.DECAY_LOCK,))
+        hold(conn, V.DECAY_LOCK)
         conn.execute("DELETE FROM decay_scores WHERE day = %s", (day,))
         scored = conn.execute(query("decay/score_day"), params).rowcount
         expired = conn.execute(query("decay/expire_units"), {"t": t, "day": day}).rowcount

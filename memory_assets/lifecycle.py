@@ -9,7 +9,7 @@ from psycopg.rows import dict_row
 
 from memory_assets import audit, authz, bundle, events, gates, tokens
 from memory_assets import vocabulary as V
-from memory_assets.database import query
+from memory_assets.database import hold, query
 from memory_assets.errors import ScopeError, ValidationError
 
 
@@ -39,7 +39,7 @@ def supersede(conn: psycopg.Connection[Any], new_id: Any, old_id: Any, actor: st
 def hold_derivations(conn: psycopg.Connection[Any], project: str) -> None:
     """Serialise, until commit, a forget with the work that derives text from units (consolidation, merges) in a
     project: neither builds on a unit the other is about to change, and neither waits on the other's row locks."""
-    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"derivations:{project}",))
+    hold(conn, f"derivations:{project}")
 
 
 def forget(conn: psycopg.Connection[Any], project: str, token: str, actor: authz.Actor,

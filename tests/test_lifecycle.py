@@ -13,7 +13,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from memory_assets import authz, consolidation, decay, gates, lifecycle, quality
+from memory_assets import authz, consolidation, database, decay, gates, lifecycle, quality
 from memory_assets import vocabulary as V
 from memory_assets.database import query
 from memory_assets.defs import runner
@@ -356,7 +356,7 @@ def test_decay_runs_one_day_at_a_time(mem, conn, today):
     not yet committed hid (a backfill beside the daily run), so the unit was marked stale all the same. A day's decay
     waits for any other day's run to end."""
     with psycopg.connect(mem.url, autocommit=True) as other, other.transaction():
-        other.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (V.DECAY_LOCK,))  # another day's run, under way
+        database.hold(other, V.DECAY_LOCK)  # another day's run, under way
         scored: list[dict[str, int]] = []
         waiting = threading.Thread(target=lambda: scored.append(decay.score_day(conn, today)))
         waiting.start()

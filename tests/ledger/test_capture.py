@@ -19,7 +19,7 @@ import pytest
 
 import memory_assets
 from bench.recall_stages import round_trips
-from memory_assets import authz, database, gates, quality, tokens
+from memory_assets import authz, bundle, database, gates, quality, tokens
 from memory_assets import vocabulary as V
 from memory_assets.api import Memory
 from memory_assets.ledger import canon, capture
@@ -693,7 +693,7 @@ def test_a_correction_racing_a_forget_never_takes_the_forgotten_units_earlier_wo
         return thread
 
     with psycopg.connect(clean) as holder:  # holds the bundle lock: the forget stops there, its tombstone uncommitted
-        holder.execute("SELECT pg_advisory_xact_lock(hashtext('bundle:acme'))")
+        bundle.hold_bundles(holder, "acme")
         forget = run("forget", lambda: mem.forget("acme", token, authz.Actor.for_project("acme", "op", forget=True)))
         until(lambda: waiting(1))
         correction = run("correct", lambda: mem.correct("acme", other, title=EARLIER["title"], body=EARLIER["body"]))
