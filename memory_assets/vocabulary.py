@@ -58,7 +58,7 @@ INBOX_COLUMNS = ("idempotency_key", *CONTENT_FIELDS, *PROVENANCE_FIELDS, "status
 INBOX_INSERTED = "inserted"
 INBOX_DUPLICATE = "duplicate"
 INBOX_FORGOTTEN = "forgotten"
-# memory_remember's outcomes when it writes nothing: the kill switch is on (SWITCH_KILLED), or the project's canon
+# memory_remember_gated's outcomes when it writes nothing: the kill switch is on (SWITCH_KILLED), or the project's canon
 # changed since the gates read it (the caller reads it again and gates anew, up to REMEMBER_CANON_ATTEMPTS times)
 CANON_CHANGED = "canon_changed"
 REMEMBER_CANON_ATTEMPTS = 5

@@ -362,12 +362,12 @@ def test_named_queries_spell_the_live_statuses_from_the_vocabulary():
 
 
 def test_the_fold_functions_speak_the_vocabulary(conn):
-    """memory_fold (sql/018, sql/040), memory_remember (sql/019) and memory_remember_gated (sql/022) spell statuses,
-    outcomes, visibilities, the token prefix, the kill switch and the column lists as literals: read back from the
-    database, they are the vocabulary's, so the probes and the ON CONFLICT match the live-content index, the captured
-    columns match the inbox's, and the one-row fold writes a unit and a source exactly as the set-based one does."""
-    fold, remember, gated = (" ".join(conn.execute(f"SELECT pg_get_functiondef('{name}'::regproc)").fetchone()[0]
-                                      .split()) for name in ("memory_fold", "memory_remember", "memory_remember_gated"))
+    """memory_fold (sql/018, sql/040) and memory_remember_gated (sql/022, sql/041) spell statuses, outcomes,
+    visibilities, the token prefix, the kill switch and the column lists as literals: read back from the database,
+    they are the vocabulary's, so the probes and the ON CONFLICT match the live-content index, the captured columns
+    match the inbox's, and the one-row fold writes a unit and a source exactly as the set-based one does."""
+    fold, remember = (" ".join(conn.execute(f"SELECT pg_get_functiondef('{name}'::regproc)").fetchone()[0].split())
+                      for name in ("memory_fold", "memory_remember_gated"))
     live = f"status IN {database.sql_list(V.LIVE_STATUSES)}"
     forgotten = f"status = '{V.STATUS_FORGOTTEN}'"
     for body, lives, forgottens in ((fold, 4, 0), (remember, 3, 0)):  # forgotten content: the view below
@@ -389,10 +389,10 @@ def test_the_fold_functions_speak_the_vocabulary(conn):
     assert f"row_visibility = '{V.VISIBILITY_PRIVATE}'" in held, held
     columns = ", ".join(V.INBOX_COLUMNS)
     assert remember.count(columns) == 2, remember  # inserted and selected: the same list
-    assert f"SELECT '{V.SWITCH_KILLED}'::text" in gated and f"SELECT '{V.CANON_CHANGED}'::text" in gated
+    assert f"SELECT '{V.SWITCH_KILLED}'::text" in remember and f"SELECT '{V.CANON_CHANGED}'::text" in remember
     killed = " ".join(database.query("events/_killed").split("\n", 1)[1].split())
-    assert killed in gated, killed  # the kill switch as every other read spells it
-    assert "SELECT * FROM memory_remember(candidate, fold_trust)" in gated, gated  # sql/019's fold, not a copy
+    assert killed in remember, killed  # the kill switch as every other read spells it
+    assert conn.execute("SELECT to_regproc('memory_remember')").fetchone()[0] is None  # one write function, no copy
 
     def between(body: str, start: str, end: str) -> str:
         return body[body.index(start):body.index(end, body.index(start))]
@@ -611,6 +611,31 @@ def test_a_forgotten_units_earlier_wordings_are_never_stored_again(mem, conn, st
         mem.unit("acme", token)["id"]}
     text = stored_text()
     assert EARLIER["body"] not in text and FACT["body"] not in text and "Kiel" not in text
+
+
+def test_every_tombstone_flags_its_project_for_the_writes_forgotten_probe(mem, conn):
+    """remember() probes forgotten text only in a project flagged as holding some (sql/041): a forget flags it, as a
+    tombstone written by any other statement does, and the migration flags the projects whose tombstones came before
+    it; a project that never forgot anything stays unflagged, and its writes are stored."""
+    def flagged() -> dict[str, bool]:
+        return dict(conn.execute("SELECT project, holds_forgotten FROM memory_projects "
+                                 "WHERE project IN ('acme', 'quiet', 'other')").fetchall())
+
+    port = {**FACT, "title": "Relay port", "body": "The relay listens on 8000."}
+    for project in ("acme", "quiet", "other"):
+        mem.remember(**{**port, "project": project})
+    assert flagged() == {"acme": False, "quiet": False, "other": False}
+    corrected_then_forgotten(mem)
+    conn.execute("UPDATE memory_units SET status = 'forgotten', title = '', body = '' WHERE project = 'other'")
+    assert flagged() == {"acme": True, "quiet": False, "other": True}
+    conn.execute("UPDATE memory_projects SET holds_forgotten = false")  # a store from before the migration
+    rerun_migrations_from(conn, "041_one_write_function_probes_forgotten_text_only_where_some_was.sql")
+    conn.commit()
+    assert flagged() == {"acme": True, "quiet": False, "other": True}
+    for words in (EARLIER, FACT):
+        assert mem.remember(**words, task_id="T-9").reason == V.REASON_FORGOTTEN
+    assert mem.remember(**{**port, "project": "other"}, task_id="T-9").reason == V.REASON_FORGOTTEN
+    assert mem.remember(**{**EARLIER, "project": "quiet"}).status == V.STATUS_ACTIVE
 
 
 def test_a_forget_buries_rows_waiting_to_fold_in_an_earlier_wording(mem, conn, stored_text):
