@@ -58,6 +58,9 @@ def forget(conn: psycopg.Connection[Any], project: str, token: str, actor: authz
     reason = audit.kept("reason", reason)  # before any lock: an agent's reason of any size was scanned under them
     with conn.transaction():
         hold_derivations(conn, project)
+        # a running compile finishes (and stores its revision, scrubbed below) before the counter row is taken, so
+        # the project's writes never wait for a compile behind this forget; none starts until it commits
+        bundle.hold_bundles(conn, project)
         conn.execute(query("lifecycle/hold_folds"), {"project": project})
         with authz.scoped(conn, actor):
             row = conn.execute(query("lifecycle/tombstone_unit"),
@@ -71,9 +74,8 @@ def forget(conn: psycopg.Connection[Any], project: str, token: str, actor: authz
         conn.execute(query("lifecycle/drop_merged_sources"), {"ids": ids})
         conn.execute(query("lifecycle/drop_derived_clusters"), {"ids": ids})
         conn.execute(query("lifecycle/blank_inbox_text"), {"ids": ids})
-        # past bundle revisions lose the units too (a compile that read them first has stored its revision by now);
-        # the next revision is compiled without them
-        bundle.hold_bundles(conn, project)
+        # past bundle revisions lose the units too (the bundle lock above let a compile that read them store its
+        # revision first); the next revision is compiled without them
         conn.execute(query("lifecycle/forget_in_bundles"), {"project": project, "tokens": list(forgotten.values())})
         audit.record(conn, actor.name, V.AUDIT_FORGET, project=project, unit_id=unit_id, reason=reason)
         for derived in ids[1:]:

@@ -1,6 +1,7 @@
 """Bundles and prompt blocks: caps, sanitised titles, untrusted-data rendering, what stays out."""
 
 import json
+import time
 
 from bench.recall_stages import round_trips
 from memory_assets import bundle, quality
@@ -122,4 +123,50 @@ def test_a_compile_racing_a_forget_never_stores_the_forgotten_unit(mem, monkeypa
     latest = mem.bundle("acme")
     assert latest is not None and latest["units"] == [], latest
     with mem.connection() as conn:  # no stored revision lists it either (the forget's own compile hid one that did)
+        assert quality.tombstones_with_text(conn) == []
+
+
+def test_a_forget_waiting_for_a_compile_holds_up_no_write_of_its_project(mem, monkeypatch):
+    """Regression: a forget took the project's counter row, then waited for a running compile's bundle lock to scrub
+    the stored revisions, so every write of the project waited for the compile too. It now waits for the compile
+    before it takes the counter row: writes go on meanwhile, and the compile's revision is still scrubbed."""
+    import threading
+
+    from memory_assets import authz
+
+    token = mem.remember(project="acme", kind="env", type="semantic", title="Relay vendor",
+                         body="The relay is bought from Ostwind GmbH.", keywords=["ostwind-gmbh"]).token
+    compiling, released = threading.Event(), threading.Event()
+    real_compile_units = bundle.compile_units
+
+    def held_open(rows, project):
+        if threading.current_thread().name == "compiler":
+            compiling.set()
+            released.wait(timeout=30)
+        return real_compile_units(rows, project)
+
+    monkeypatch.setattr(bundle, "compile_units", held_open)
+    compiler = threading.Thread(target=mem.compile_bundle, args=("acme",), name="compiler")
+    compiler.start()
+    assert compiling.wait(timeout=10)
+    forgetter = threading.Thread(target=mem.forget, args=(
+        "acme", token, authz.Actor.for_project("acme", "op", forget=True), "asked"))
+    forgetter.start()
+    with mem.connection() as conn:  # the forget is waiting for a lock (the compile's)
+        deadline = time.monotonic() + 10
+        while not conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0]:
+            assert time.monotonic() < deadline, "the forget never waited for the compile"
+            time.sleep(0.02)
+    writer = threading.Thread(target=mem.remember, kwargs=dict(
+        project="acme", kind="env", type="semantic", title="Relay port", body="The relay listens on 8000."))
+    writer.start()
+    writer.join(timeout=10)
+    stalled = writer.is_alive()
+    released.set()
+    for thread in (writer, compiler, forgetter):
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+    assert not stalled, "a write of the project waited for the compile behind the forget"
+    assert [u["title"] for u in mem.bundle("acme")["units"]] == ["Relay port"]
+    with mem.connection() as conn:
         assert quality.tombstones_with_text(conn) == []
