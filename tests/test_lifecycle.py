@@ -677,6 +677,8 @@ PLANTS = {
                      "VALUES (current_date, 'acme', 0, %(kept)s, ARRAY[%(gone)s]::uuid[])",
     "consolidated_into": "UPDATE memory_units SET consolidated_into = %(kept)s WHERE id = %(gone)s",
     "merged duplicate": "UPDATE memory_units SET status = 'retired', duplicate_of = %(gone)s WHERE id = %(kept)s",
+    # a tombstone written with triggers off: remember() would skip the forgotten-content probe in its project
+    "unguarded project": "UPDATE memory_projects SET holds_forgotten = false WHERE project = 'acme'",
 }
 
 

@@ -19,7 +19,7 @@ import pytest
 
 import memory_assets
 from bench.recall_stages import round_trips
-from memory_assets import authz, bundle, database, gates, quality, tokens
+from memory_assets import authz, database, gates, quality, tokens
 from memory_assets import vocabulary as V
 from memory_assets.api import Memory
 from memory_assets.ledger import canon, capture
@@ -717,8 +717,9 @@ def test_a_correction_racing_a_forget_never_takes_the_forgotten_units_earlier_wo
         thread.start()
         return thread
 
-    with psycopg.connect(clean) as holder:  # holds the bundle lock: the forget stops there, its tombstone uncommitted
-        bundle.hold_bundles(holder, "acme")
+    mem.compile_bundle("acme")  # a stored revision lists the unit: the forget's scrub updates it
+    with psycopg.connect(clean) as holder:  # holds that revision: the forget stops there, its tombstone uncommitted
+        assert holder.execute("SELECT revision FROM memory_bundles WHERE project = 'acme' FOR UPDATE").fetchall()
         forget = run("forget", lambda: mem.forget("acme", token, authz.Actor.for_project("acme", "op", forget=True)))
         until(lambda: waiting(1))
         correction = run("correct", lambda: mem.correct("acme", other, title=EARLIER["title"], body=EARLIER["body"]))

@@ -21,7 +21,7 @@ def supersession_chains_sound(postgres: PostgresResource) -> dg.AssetCheckResult
 @dg.asset_check(asset=decay_scores, name="no_text_in_tombstones", blocking=True, partitions_def=daily)
 def no_text_in_tombstones(postgres: PostgresResource) -> dg.AssetCheckResult:
     """A forgotten unit's text is nowhere: not in the ledger, the inbox, a bundle, a vector, nor in a summary or a
-    merged near-duplicate derived from it."""
+    merged near-duplicate derived from it; and its project is flagged, so remember() never stores it again."""
     with postgres.memory().connection() as conn:
         leaks = quality.tombstone_leaks(conn)
     places: dict[str, int] = {}

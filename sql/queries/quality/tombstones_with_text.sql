@@ -1,7 +1,9 @@
 -- Forgotten units whose text, or text derived from it, is still held somewhere, one row per (unit, place): the
 -- unit row; inbox rows that folded into it, or wait to fold with its content (in any wording it held) since before
 -- the forget; a stored bundle revision; a vector; a weekly summary not forgotten (its member links or a cluster name
--- the unit); a member pointer to a summary not forgotten; a near-duplicate merged into it that is not forgotten.
+-- the unit); a member pointer to a summary not forgotten; a near-duplicate merged into it that is not forgotten; and
+-- its project not flagged as holding forgotten text (sql/041: remember() would store the text again; a tombstone
+-- written while triggers were off, as a data-only restore with --disable-triggers writes them, leaves it so).
 WITH tombstones AS (
     SELECT u.id, u.project, u.kind, u.number, u.content_hash, u.consolidated_into,
            (u.title <> '' OR u.body <> '' OR u.paths <> '{}' OR u.keywords <> '{}' OR u.tsv <> ''::tsvector) AS texty,
@@ -40,4 +42,7 @@ WHERE EXISTS (SELECT 1 FROM memory_units d WHERE d.id = t.consolidated_into AND 
 UNION ALL
 SELECT t.id::text, 'merged duplicate' FROM tombstones t
 WHERE EXISTS (SELECT 1 FROM memory_units d WHERE d.duplicate_of = t.id AND d.status <> {status_forgotten})
+UNION ALL
+SELECT t.id::text, 'unguarded project' FROM tombstones t
+WHERE NOT EXISTS (SELECT 1 FROM memory_projects p WHERE p.project = t.project AND p.holds_forgotten)
 ORDER BY 1, 2;
