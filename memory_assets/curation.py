@@ -116,7 +116,7 @@ def merge(conn: psycopg.Connection[Any], unit: dict[str, Any], nearest: dict[str
     newcomer, canonical = unit["id"], nearest["id"]
     pair = {"canonical": canonical, "newcomer": newcomer, "canonical_revision": nearest["revision"],
             "newcomer_revision": unit["revision"]}
-    lifecycle.hold_derivations(conn, unit["project"])
+    hold_project(conn, unit["project"])
     if len(conn.execute(query("curation/lock_pair"), pair).fetchall()) < 2:
         return False
     conn.execute(query("curation/merge_sources"), pair)
@@ -127,9 +127,17 @@ def merge(conn: psycopg.Connection[Any], unit: dict[str, Any], nearest: dict[str
     return True
 
 
+def hold_project(conn: psycopg.Connection[Any], project: str) -> None:
+    """Take, before any unit's row, the locks a forget and a write hold while they wait for a unit, in their order:
+    the derivation lock, then the project's counter row (curation/hold_counter says why)."""
+    lifecycle.hold_derivations(conn, project)
+    conn.execute(query("curation/hold_counter"), {"project": project})
+
+
 def send_to_review(conn: psycopg.Connection[Any], unit: dict[str, Any], nearest: dict[str, Any]) -> bool:
     """Send a newcomer (a curation/day_units row) to review beside the older unit it may contradict, audited; False,
     and nothing changed, when it was forgotten or corrected since curation read it."""
+    hold_project(conn, unit["project"])
     if not conn.execute(query("curation/mark_review"), {"conflicts_with": nearest["id"], "unit_id": unit["id"],
                                                          "revision": unit["revision"]}).rowcount:
         return False

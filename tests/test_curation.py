@@ -344,3 +344,36 @@ def test_a_merge_with_a_unit_forgotten_meanwhile_does_not_happen(mem, conn):
         assert curation.merge(conn, as_read(newcomer), as_read(other)) is False
     assert mem.unit("acme", newcomer.token)["status"] == "forgotten"
     assert [s["task_id"] for s in mem.unit("acme", other.token)["sources"]] == ["T-3"]
+
+
+def test_a_merge_never_deadlocks_against_a_write_of_the_canonical_units_text(mem, conn):
+    """Regression (an attacker's pass): a merge locked its two units, then, updating the newcomer a second time in
+    its transaction (the revision curated), had a foreign key's check read the project's counter row; a remember() of
+    the canonical unit's text held that row and waited for the canonical unit to link its source: a deadlock, and
+    the write was the one rolled back. A merge now takes the counter row before the units, as the writes do."""
+    import threading
+    import time
+
+    (old_title, old_body), (new_title, new_body) = PARAPHRASES[0]
+    fact = dict(project="acme", kind="env", type="semantic", title=old_title, body=old_body)
+    canonical = mem.remember(**fact, task_id="T-1")
+    newcomer = mem.remember(project="acme", kind="env", type="semantic", title=new_title, body=new_body,
+                            task_id="T-2")
+    written: dict[str, object] = {}
+
+    def write() -> None:
+        try:
+            written["result"] = mem.remember(**fact, task_id="T-3")
+        except Exception as error:  # the outcome under test
+            written["result"] = error
+
+    with conn.transaction():
+        assert curation.merge(conn, as_read(newcomer), as_read(canonical))
+        writer = threading.Thread(target=write)
+        writer.start()
+        time.sleep(0.5)  # the write waits, for the counter row now, for the canonical unit's row before
+        conn.execute("UPDATE memory_units SET curated_revision = 1 WHERE id = %s", (newcomer.unit_id,))
+    writer.join(timeout=30)
+    assert not writer.is_alive()
+    assert getattr(written["result"], "token", None) == canonical.token, written
+    assert sorted(s["task_id"] for s in mem.unit("acme", canonical.token)["sources"]) == ["T-1", "T-2", "T-3"]

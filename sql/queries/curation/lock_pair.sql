@@ -1,6 +1,7 @@
 -- Lock a merge's newcomer and canonical unit while both are live and still hold the text curation judged (the
 -- revisions it read: a correction since may have made them different facts), the caller holding the derivation
--- lock, so a forget has committed or waits: fewer than two rows means one changed and nothing is merged.
+-- lock and the counter row (curation.hold_project), so a forget has committed or waits: fewer than two rows means
+-- one changed and nothing is merged.
 SELECT id
 FROM memory_units
 WHERE ((id = %(newcomer)s::uuid AND revision = %(newcomer_revision)s)
