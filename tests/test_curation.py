@@ -1,6 +1,6 @@
 """Curation on the real model: paraphrases merge, contradictions go to review, proposals are promoted."""
 
-from datetime import timedelta
+from datetime import date, timedelta
 
 import pytest
 from psycopg.rows import dict_row
@@ -346,34 +346,55 @@ def test_a_merge_with_a_unit_forgotten_meanwhile_does_not_happen(mem, conn):
     assert [s["task_id"] for s in mem.unit("acme", other.token)["sources"]] == ["T-3"]
 
 
-def test_a_merge_never_deadlocks_against_a_write_of_the_canonical_units_text(mem, conn):
-    """Regression (an attacker's pass): a merge locked its two units, then, updating the newcomer a second time in
-    its transaction (the revision curated), had a foreign key's check read the project's counter row; a remember() of
-    the canonical unit's text held that row and waited for the canonical unit to link its source: a deadlock, and
-    the write was the one rolled back. A merge now takes the counter row before the units, as the writes do."""
+def test_a_review_never_deadlocks_against_a_write_of_the_newcomers_text(mem, conn):
+    """Regression (an attacker's pass): curation updated a newcomer (sent to review, or merged), then, updating it a
+    second time in its transaction (the revision curated), had a foreign key's check read the project's counter row;
+    a remember() of the newcomer's text held that row and waited for the newcomer's row (here to widen a private
+    unit's audience): a deadlock, and the write was the one rolled back. A review or a merge now takes the counter
+    row before any unit's row, as the writes do, and the write waits for it instead."""
     import threading
     import time
 
     (old_title, old_body), (new_title, new_body) = PARAPHRASES[0]
-    fact = dict(project="acme", kind="env", type="semantic", title=old_title, body=old_body)
-    canonical = mem.remember(**fact, task_id="T-1")
-    newcomer = mem.remember(project="acme", kind="env", type="semantic", title=new_title, body=new_body,
-                            task_id="T-2")
+    older = mem.remember(project="acme", kind="env", type="semantic", title=old_title, body=old_body, task_id="T-1")
+    fact = dict(project="acme", kind="env", type="semantic", title=new_title, body=new_body)
+    newcomer = mem.remember(**fact, task_id="T-2", persona="ana", visibility="private")
     written: dict[str, object] = {}
 
     def write() -> None:
         try:
-            written["result"] = mem.remember(**fact, task_id="T-3")
+            written["result"] = mem.remember(**fact, task_id="T-3", persona="bo", visibility="private")
         except Exception as error:  # the outcome under test
             written["result"] = error
 
     with conn.transaction():
-        assert curation.merge(conn, as_read(newcomer), as_read(canonical))
+        assert curation.send_to_review(conn, as_read(newcomer), {"id": older.unit_id, "cosine": 0.9})
         writer = threading.Thread(target=write)
         writer.start()
-        time.sleep(0.5)  # the write waits, for the counter row now, for the canonical unit's row before
+        time.sleep(0.5)  # the write waits, for the counter row now, for the newcomer's row before
         conn.execute("UPDATE memory_units SET curated_revision = 1 WHERE id = %s", (newcomer.unit_id,))
     writer.join(timeout=30)
     assert not writer.is_alive()
-    assert getattr(written["result"], "token", None) == canonical.token, written
-    assert sorted(s["task_id"] for s in mem.unit("acme", canonical.token)["sources"]) == ["T-1", "T-2", "T-3"]
+    assert getattr(written["result"], "token", None) == newcomer.token, written
+    assert conn.execute("SELECT status, private_to FROM memory_units WHERE id = %s",
+                        (newcomer.unit_id,)).fetchone() == (V.STATUS_REVIEW, ["ana", "bo"])
+
+
+def test_a_merge_holding_its_units_never_blocks_the_days_decay_scores(mem, conn, clean):
+    """Regression (an attacker's pass): a merge locked its two units FOR UPDATE, which a foreign key's check waits
+    for; decay's insert of the day's scores checks each unit's key in an order of its own, so the two deadlocked. A
+    merge locks them as an update of theirs would (FOR NO KEY UPDATE): decay scores them meanwhile."""
+    import psycopg
+
+    from memory_assets import decay
+
+    (old_title, old_body), (new_title, new_body) = PARAPHRASES[0]
+    canonical = mem.remember(project="acme", kind="env", type="semantic", title=old_title, body=old_body,
+                             task_id="T-1")
+    newcomer = mem.remember(project="acme", kind="env", type="semantic", title=new_title, body=new_body,
+                            task_id="T-2")
+    with conn.transaction():
+        assert curation.merge(conn, as_read(newcomer), as_read(canonical))
+        with psycopg.connect(clean) as scorer:
+            scorer.execute("SET lock_timeout = '3s'")
+            assert decay.score_day(scorer, date.today())["scored"] >= 2
