@@ -128,8 +128,8 @@ def merge(conn: psycopg.Connection[Any], unit: dict[str, Any], nearest: dict[str
 
 
 def hold_project(conn: psycopg.Connection[Any], project: str) -> None:
-    """Take, before any unit's row, the locks a forget and a write hold while they wait for a unit, in their order:
-    the derivation lock, then the project's counter row (curation/hold_counter says why)."""
+    """Take, before any unit's row, the derivation lock and then the project's counter row, in the order a forget takes
+    them (a write takes the counter row alone): curation/hold_counter says why."""
     lifecycle.hold_derivations(conn, project)
     conn.execute(query("curation/hold_counter"), {"project": project})
 
@@ -163,8 +163,9 @@ def decide(conn: psycopg.Connection[Any], project: str, token: str, decision: st
         raise ValidationError("target", "supersede needs the token of the unit it replaces, and only supersede")
     audit.kept("actor", actor)  # stored as updated_by and audited: checked before the unit is locked
     with conn.transaction():
+        hold_project(conn, project)  # the unit is updated twice below: the second update reads the counter row
         unit_id = tokens.unit_id_of(conn, project, token)
-        row = conn.execute("SELECT status FROM memory_units WHERE id = %s FOR UPDATE", (unit_id,)).fetchone()
+        row = conn.execute("SELECT status FROM memory_units WHERE id = %s FOR NO KEY UPDATE", (unit_id,)).fetchone()
         status = row[0] if row else None
         if status != V.STATUS_REVIEW:
             raise ValidationError("token", f"{token} is {status}, not in review")

@@ -104,8 +104,9 @@ def supersession_problems(conn: psycopg.Connection[Any]) -> tuple[list[str], lis
 
 
 def tombstone_leaks(conn: psycopg.Connection[Any]) -> dict[str, list[str]]:
-    """Forgotten units whose text, or text derived from it, is still held somewhere: unit id -> the places (the
-    unit, its inbox rows, a bundle, a vector, a weekly summary, a member pointer, a merged near-duplicate)."""
+    """Forgotten units whose text, or text derived from it, is still held somewhere, or could be stored again (their
+    project unguarded): unit id -> the places (the unit, its inbox rows, a bundle, a vector, a weekly summary, a
+    member pointer, a merged near-duplicate, an unguarded project)."""
     leaks: dict[str, list[str]] = {}
     for unit_id, place in conn.execute(query("quality/tombstones_with_text"),
                                        {"forget": V.AUDIT_FORGET, "feed": V.FEED_CONSOLIDATION}).fetchall():

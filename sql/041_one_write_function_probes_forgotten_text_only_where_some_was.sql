@@ -1,5 +1,5 @@
--- remember()'s write does less on the server (docs/scaling.md item 47): ~7 % of the server's CPU a call, sampled with
--- perf and paired against sql/037's functions on one store.
+-- remember()'s write does less on the server (docs/scaling.md item 47): ~3 % of the server's CPU a call, paired
+-- against sql/037's functions on one store (the probe it skips was ~30 us of a ~600 us write, sampled with perf).
 --
 -- The forgotten-content probe runs only in a project where some unit was forgotten. It is a union of two probes
 -- joined to the tombstones, ordered and limited (~30 us of a ~600 us write), and in most projects never finds
@@ -8,8 +8,8 @@
 -- comes back. The write reads it from the counter row it locks anyway, after the lock: a forget holds that row
 -- before it tombstones (lifecycle/hold_folds), so the flag a write reads is the one its probes would find.
 --
--- The project's counter row is read (and locked) first and made only when missing: an insert that found the row
--- every time was a statement a write (a check constraint parsed and a speculative insertion begun).
+-- The project's counter row is read (and locked) first and made only when missing: inserting a row that already
+-- existed cost a whole statement a write (a check constraint parsed and a speculative insertion begun).
 --
 -- memory_remember_gated is the whole write: it called sql/037's memory_remember, a second function call and a
 -- result set copied between them, and was its only caller; memory_remember is dropped.

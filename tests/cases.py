@@ -287,3 +287,16 @@ def backdate(conn: Any, columns: tuple[tuple[str, str], ...], by: str) -> None:
     """Move (table, column) timestamps back by an interval, as if the rows had been written that much earlier."""
     for table, column in columns:
         conn.execute(f"UPDATE {table} SET {column} = {column} - %s::interval", (by,))
+
+
+def until_waiting_on_a_lock(conninfo: str, backends: int = 1, timeout: float = 10.0) -> None:
+    """Return once that many of the database's backends wait for a lock (another test's thread stopped where the
+    test means it to), or fail after `timeout` seconds: a race test must not pass because its racer came late."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+    with psycopg.connect(conninfo, autocommit=True) as watcher:
+        while watcher.execute(waiting).fetchone()[0] < backends:
+            assert time.monotonic() < deadline, f"fewer than {backends} backends ever waited for a lock"
+            time.sleep(0.02)

@@ -1,7 +1,6 @@
 """Bundles and prompt blocks: caps, sanitised titles, untrusted-data rendering, what stays out."""
 
 import json
-import time
 
 from bench.recall_stages import round_trips
 from memory_assets import bundle, quality
@@ -9,6 +8,7 @@ from memory_assets import vocabulary as V
 from memory_assets.defs.delivery.checks import bundle_problems
 from memory_assets.gates import validate
 from memory_assets.ledger import capture
+from tests.cases import until_waiting_on_a_lock
 
 
 def test_bundle_caps_hold_on_2000_eligible_units(mem, conn):
@@ -152,11 +152,7 @@ def test_a_forget_waiting_for_a_compile_holds_up_no_write_of_its_project(mem, mo
     forgetter = threading.Thread(target=mem.forget, args=(
         "acme", token, authz.Actor.for_project("acme", "op", forget=True), "asked"))
     forgetter.start()
-    with mem.connection() as conn:  # the forget is waiting for a lock (the compile's)
-        deadline = time.monotonic() + 10
-        while not conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0]:
-            assert time.monotonic() < deadline, "the forget never waited for the compile"
-            time.sleep(0.02)
+    until_waiting_on_a_lock(mem.url)  # the forget waits for the compile's lock
     writer = threading.Thread(target=mem.remember, kwargs=dict(
         project="acme", kind="env", type="semantic", title="Relay port", body="The relay listens on 8000."))
     writer.start()

@@ -9,7 +9,7 @@ from memory_assets import authz, consolidation, curation, embeddings, quality
 from memory_assets import vocabulary as V
 from memory_assets.database import query
 from tests.cases import SERVING_MODEL as T1
-from tests.cases import embed_all, flights
+from tests.cases import embed_all, flights, until_waiting_on_a_lock
 
 PARAPHRASES = [
     (("Staging database requires TLS", "The staging PostgreSQL only accepts connections with sslmode=require."),
@@ -346,14 +346,14 @@ def test_a_merge_with_a_unit_forgotten_meanwhile_does_not_happen(mem, conn):
     assert [s["task_id"] for s in mem.unit("acme", other.token)["sources"]] == ["T-3"]
 
 
-def test_a_review_never_deadlocks_against_a_write_of_the_newcomers_text(mem, conn):
+@pytest.mark.parametrize("judged", ["review", "merge"])
+def test_curation_never_deadlocks_against_a_write_of_the_newcomers_text(mem, conn, clean, judged):
     """Regression (an attacker's pass): curation updated a newcomer (sent to review, or merged), then, updating it a
     second time in its transaction (the revision curated), had a foreign key's check read the project's counter row;
     a remember() of the newcomer's text held that row and waited for the newcomer's row (here to widen a private
     unit's audience): a deadlock, and the write was the one rolled back. A review or a merge now takes the counter
     row before any unit's row, as the writes do, and the write waits for it instead."""
     import threading
-    import time
 
     (old_title, old_body), (new_title, new_body) = PARAPHRASES[0]
     older = mem.remember(project="acme", kind="env", type="semantic", title=old_title, body=old_body, task_id="T-1")
@@ -368,16 +368,61 @@ def test_a_review_never_deadlocks_against_a_write_of_the_newcomers_text(mem, con
             written["result"] = error
 
     with conn.transaction():
-        assert curation.send_to_review(conn, as_read(newcomer), {"id": older.unit_id, "cosine": 0.9})
+        if judged == "review":
+            assert curation.send_to_review(conn, as_read(newcomer), {"id": older.unit_id, "cosine": 0.9})
+        else:
+            assert curation.merge(conn, as_read(newcomer), as_read(older))
         writer = threading.Thread(target=write)
         writer.start()
-        time.sleep(0.5)  # the write waits, for the counter row now, for the newcomer's row before
+        until_waiting_on_a_lock(clean)  # for the counter row now, for the newcomer's row before
         conn.execute("UPDATE memory_units SET curated_revision = 1 WHERE id = %s", (newcomer.unit_id,))
+    writer.join(timeout=30)
+    assert not writer.is_alive()
+    assert getattr(written["result"], "token", None), written
+    if judged == "review":  # still live: the write is its source, and widens its audience
+        assert written["result"].token == newcomer.token
+        assert conn.execute("SELECT status, private_to FROM memory_units WHERE id = %s",
+                            (newcomer.unit_id,)).fetchone() == (V.STATUS_REVIEW, ["ana", "bo"])
+
+
+def test_a_review_decision_never_deadlocks_against_a_write_of_the_units_text(mem, conn, clean, monkeypatch):
+    """Regression (a review): a decision to supersede locked the unit in review, updated it (what it replaces), then
+    updated it again (its status), so a foreign key's check read the counter row that a write of the unit's text held
+    while it waited for the unit: a deadlock. A decision takes the counter row first, as curation does."""
+    import threading
+
+    from memory_assets import lifecycle
+
+    (old_title, old_body), (new_title, new_body) = PARAPHRASES[0]
+    older = mem.remember(project="acme", kind="env", type="semantic", title=old_title, body=old_body, task_id="T-1",
+                         persona="ana", visibility="private")
+    fact = dict(project="acme", kind="env", type="semantic", title=new_title, body=new_body)
+    newcomer = mem.remember(**fact, task_id="T-2", persona="ana", visibility="private")
+    with conn.transaction():
+        assert curation.send_to_review(conn, as_read(newcomer), {"id": older.unit_id, "cosine": 0.9})
+    written: dict[str, object] = {}
+
+    def write() -> None:
+        try:
+            written["result"] = mem.remember(**fact, task_id="T-3", persona="bo", visibility="private")
+        except Exception as error:  # the outcome under test
+            written["result"] = error
+
+    real_supersede = lifecycle.supersede
+    writer = threading.Thread(target=write)
+
+    def supersede_then_race(*args, **kwargs):
+        real_supersede(*args, **kwargs)
+        writer.start()
+        until_waiting_on_a_lock(clean)  # for the counter row now, for the unit's row before
+
+    monkeypatch.setattr(lifecycle, "supersede", supersede_then_race)
+    curation.decide(conn, "acme", newcomer.token, "supersede", target=older.token, actor="alice")
     writer.join(timeout=30)
     assert not writer.is_alive()
     assert getattr(written["result"], "token", None) == newcomer.token, written
     assert conn.execute("SELECT status, private_to FROM memory_units WHERE id = %s",
-                        (newcomer.unit_id,)).fetchone() == (V.STATUS_REVIEW, ["ana", "bo"])
+                        (newcomer.unit_id,)).fetchone() == (V.STATUS_ACTIVE, ["ana", "bo"])
 
 
 def test_a_merge_holding_its_units_never_blocks_the_days_decay_scores(mem, conn, clean):

@@ -771,3 +771,18 @@ def test_a_rerun_never_retires_the_summary_it_recreates(mem, conn, embedder, tod
         summaries.append(conn.execute("SELECT consolidated_unit FROM consolidation_clusters").fetchone()[0])
     assert summaries[0] == summaries[2] and summaries[1] == summaries[3] and summaries[0] != summaries[1]
     assert quality.unlinked_consolidations(conn) == [] and quality.duplicate_live_units(conn) == []
+
+
+def test_a_supersession_holding_its_units_never_blocks_the_days_decay_scores(mem, conn, clean):
+    """A supersession locks its two units as an update of theirs would (FOR NO KEY UPDATE): decay's insert of the
+    day's scores checks each unit's key meanwhile instead of waiting (FOR UPDATE held those checks off, in an order
+    of decay's own: the deadlock a merge's lock had with it)."""
+    from memory_assets import decay, lifecycle
+
+    old = note(mem, "Relay vendor", "The relay is bought from Ostwind GmbH.", task_id="T-1")
+    new = note(mem, "Relay vendor now", "The relay is bought from Nordwind AG.", task_id="T-2")
+    with conn.transaction():
+        lifecycle.supersede(conn, new.unit_id, old.unit_id)
+        with psycopg.connect(clean) as scorer:
+            scorer.execute("SET lock_timeout = '3s'")
+            assert decay.score_day(scorer, datetime.now(UTC).date())["scored"] >= 2

@@ -424,7 +424,7 @@ def ledger_of(conn, project: str) -> dict[str, list[tuple]]:
 
 
 def test_the_one_row_fold_leaves_what_the_set_based_fold_leaves(mem, conn):
-    """remember() folds its row with memory_remember's single-row statements, remember_many with memory_fold: the
+    """remember() folds its row with memory_remember_gated's single-row statements, remember_many with memory_fold: the
     same candidates (new, a duplicate that widens a private unit's audience, a replay, forgotten content, a row
     captured unfolded and written again) leave the same units, numbers, sources, inbox rows, audit and counter."""
     def candidates(project: str) -> list[gates.Candidate]:
@@ -615,8 +615,8 @@ def test_a_forgotten_units_earlier_wordings_are_never_stored_again(mem, conn, st
 
 def test_every_tombstone_flags_its_project_for_the_writes_forgotten_probe(mem, conn):
     """remember() probes forgotten text only in a project flagged as holding some (sql/041): a forget flags it, as a
-    tombstone written by any other statement does, and the migration flags the projects whose tombstones came before
-    it; a project that never forgot anything stays unflagged, and its writes are stored."""
+    tombstone written by any other statement (an update, an insert) does, and the migration flags the projects whose
+    tombstones came before it; a project that never forgot anything stays unflagged, and its writes are stored."""
     def flagged() -> dict[str, bool]:
         return dict(conn.execute("SELECT project, holds_forgotten FROM memory_projects "
                                  "WHERE project IN ('acme', 'quiet', 'other')").fetchall())
@@ -630,8 +630,12 @@ def test_every_tombstone_flags_its_project_for_the_writes_forgotten_probe(mem, c
     assert flagged() == {"acme": True, "quiet": False, "other": True}
     conn.execute("UPDATE memory_projects SET holds_forgotten = false")  # a store from before the migration
     rerun_migrations_from(conn, "041_one_write_function_probes_forgotten_text_only_where_some_was.sql")
-    conn.commit()
     assert flagged() == {"acme": True, "quiet": False, "other": True}
+    conn.execute("INSERT INTO memory_projects (project) VALUES ('restored')")
+    conn.execute("INSERT INTO memory_units (project, number, type, kind, title, body, status, confidence, importance, "
+                 "trust, content_hash) SELECT 'restored', 1, type, kind, '', '', 'forgotten', confidence, importance, "
+                 "trust, content_hash FROM memory_units WHERE project = 'other'")  # a tombstone restored as a row
+    assert conn.execute("SELECT holds_forgotten FROM memory_projects WHERE project = 'restored'").fetchone() == (True,)
     for words in (EARLIER, FACT):
         assert mem.remember(**words, task_id="T-9").reason == V.REASON_FORGOTTEN
     assert mem.remember(**{**port, "project": "other"}, task_id="T-9").reason == V.REASON_FORGOTTEN
@@ -690,7 +694,7 @@ def test_a_correction_racing_a_forget_never_takes_the_forgotten_units_earlier_wo
     """Regression (a review): a correction took no lock a forget holds, so one landing while a forget was in flight
     probed before the tombstone committed and took the forgotten unit's earlier words, which no index keeps from
     two units (its last words the live-content index does). A correction now holds the project's counter row, as
-    the forget does from its start: it waits for the forget and is refused."""
+    the forget does before it tombstones: it waits for the forget and is refused."""
     token = mem.remember(**EARLIER).token
     mem.correct("acme", token, body=FACT["body"])
     other = mem.remember(project="acme", kind="env", type="semantic", title="Relay port",

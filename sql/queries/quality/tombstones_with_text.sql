@@ -1,4 +1,5 @@
--- Forgotten units whose text, or text derived from it, is still held somewhere, one row per (unit, place): the
+-- Forgotten units whose text, or text derived from it, is still held somewhere or could be stored again, one row
+-- per (unit, place): the
 -- unit row; inbox rows that folded into it, or wait to fold with its content (in any wording it held) since before
 -- the forget; a stored bundle revision; a vector; a weekly summary not forgotten (its member links or a cluster name
 -- the unit); a member pointer to a summary not forgotten; a near-duplicate merged into it that is not forgotten; and
