@@ -23,7 +23,7 @@ from memory_assets import authz, database, gates, quality, tokens
 from memory_assets import vocabulary as V
 from memory_assets.api import Memory
 from memory_assets.ledger import canon, capture
-from tests.cases import EXCLUSION_CASES, READS_ITS_SOURCES, SECRETS, rerun_migrations_from
+from tests.cases import EXCLUSION_CASES, READS_ITS_SOURCES, SECRETS, rerun_migrations_from, until_waiting_on_a_lock
 
 GOTCHA = dict(kind="gotcha", type="procedural", title="Dagster 1.13.28 breaks dagster-postgres",
               body="pip resolves a 2021 dagster-postgres with dagster 1.13.28.\n"
@@ -701,16 +701,6 @@ def test_a_correction_racing_a_forget_never_takes_the_forgotten_units_earlier_wo
                          body="The relay listens on 8000.").token
     results: dict[str, Any] = {}
 
-    def waiting(count: int) -> bool:
-        with psycopg.connect(clean, autocommit=True) as watcher:
-            return watcher.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                                   ).fetchone()[0] >= count
-
-    def until(condition) -> None:
-        deadline = time.monotonic() + 10
-        while not condition() and time.monotonic() < deadline:
-            time.sleep(0.02)
-
     def run(name: str, call) -> threading.Thread:
         def target() -> None:
             try:
@@ -725,9 +715,9 @@ def test_a_correction_racing_a_forget_never_takes_the_forgotten_units_earlier_wo
     with psycopg.connect(clean) as holder:  # holds that revision: the forget stops there, its tombstone uncommitted
         assert holder.execute("SELECT revision FROM memory_bundles WHERE project = 'acme' FOR UPDATE").fetchall()
         forget = run("forget", lambda: mem.forget("acme", token, authz.Actor.for_project("acme", "op", forget=True)))
-        until(lambda: waiting(1))
+        until_waiting_on_a_lock(clean)
         correction = run("correct", lambda: mem.correct("acme", other, title=EARLIER["title"], body=EARLIER["body"]))
-        until(lambda: "correct" in results or waiting(2))
+        until_waiting_on_a_lock(clean, backends=2)  # the correction waits for the forget's counter row
         holder.rollback()
     forget.join(timeout=30)
     correction.join(timeout=30)
