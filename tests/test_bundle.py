@@ -1,9 +1,10 @@
 """Bundles and prompt blocks: caps, sanitised titles, untrusted-data rendering, what stays out."""
 
 import json
+import threading
 
 from bench.recall_stages import round_trips
-from memory_assets import bundle, quality
+from memory_assets import authz, bundle, quality
 from memory_assets import vocabulary as V
 from memory_assets.defs.delivery.checks import bundle_problems
 from memory_assets.gates import validate
@@ -92,30 +93,38 @@ def test_the_byte_cap_counts_the_real_header_of_a_64_character_project(mem, conn
     assert len(json.dumps({k: v for k, v in widest.items() if k != "changed"}).encode()) <= V.BUNDLE_MAX_BYTES
 
 
+def remember_vendor(mem) -> str:
+    """acme's one unit the race tests below forget: its token."""
+    return mem.remember(project="acme", kind="env", type="semantic", title="Relay vendor",
+                        body="The relay is bought from Ostwind GmbH.", keywords=["ostwind-gmbh"]).token
+
+
+def compile_held_open(mem, monkeypatch, hold: float) -> tuple[threading.Thread, threading.Event]:
+    """A compile of acme's bundle in its own thread, stopped after it read its units (holding the bundle lock, where
+    the compile takes it) until the event returned is set or `hold` seconds pass; returned once it stopped there."""
+    compiling, release = threading.Event(), threading.Event()
+    real_compile_units = bundle.compile_units
+
+    def held_open(rows, project):
+        if threading.current_thread().name == "compiler":
+            compiling.set()
+            release.wait(timeout=hold)
+        return real_compile_units(rows, project)
+
+    monkeypatch.setattr(bundle, "compile_units", held_open)
+    compiler = threading.Thread(target=mem.compile_bundle, args=("acme",), name="compiler")
+    compiler.start()
+    assert compiling.wait(timeout=10)
+    return compiler, release
+
+
 def test_a_compile_racing_a_forget_never_stores_the_forgotten_unit(mem, monkeypatch):
     """Regression (an attacker's pass): a compile read its units before it locked, so a forget that committed between
     its read and its store scrubbed the stored revisions first, and the compile then stored the forgotten unit's
     title and keywords in the latest bundle, the one agents read. The compile now reads under the bundle lock, which
     the forget's scrub takes too: the forget waits for the compile and scrubs what it stored."""
-    import threading
-
-    from memory_assets import authz
-
-    token = mem.remember(project="acme", kind="env", type="semantic", title="Relay vendor",
-                         body="The relay is bought from Ostwind GmbH.", keywords=["ostwind-gmbh"]).token
-    compiling, forgotten = threading.Event(), threading.Event()
-    real_compile_units = bundle.compile_units
-
-    def forget_meanwhile(rows, project):
-        if threading.current_thread().name == "compiler":
-            compiling.set()
-            forgotten.wait(timeout=3)  # the forget commits here when the compile holds no lock
-        return real_compile_units(rows, project)
-
-    monkeypatch.setattr(bundle, "compile_units", forget_meanwhile)
-    compiler = threading.Thread(target=mem.compile_bundle, args=("acme",), name="compiler")
-    compiler.start()
-    assert compiling.wait(timeout=10)
+    token = remember_vendor(mem)
+    compiler, forgotten = compile_held_open(mem, monkeypatch, hold=3)  # the forget commits then if it never waits
     mem.forget("acme", token, authz.Actor.for_project("acme", "op", forget=True), reason="asked")
     forgotten.set()
     compiler.join(timeout=30)
@@ -130,25 +139,8 @@ def test_a_forget_waiting_for_a_compile_holds_up_no_write_of_its_project(mem, mo
     """Regression: a forget took the project's counter row, then waited for a running compile's bundle lock to scrub
     the stored revisions, so every write of the project waited for the compile too. It now waits for the compile
     before it takes the counter row: writes go on meanwhile, and the compile's revision is still scrubbed."""
-    import threading
-
-    from memory_assets import authz
-
-    token = mem.remember(project="acme", kind="env", type="semantic", title="Relay vendor",
-                         body="The relay is bought from Ostwind GmbH.", keywords=["ostwind-gmbh"]).token
-    compiling, released = threading.Event(), threading.Event()
-    real_compile_units = bundle.compile_units
-
-    def held_open(rows, project):
-        if threading.current_thread().name == "compiler":
-            compiling.set()
-            released.wait(timeout=30)
-        return real_compile_units(rows, project)
-
-    monkeypatch.setattr(bundle, "compile_units", held_open)
-    compiler = threading.Thread(target=mem.compile_bundle, args=("acme",), name="compiler")
-    compiler.start()
-    assert compiling.wait(timeout=10)
+    token = remember_vendor(mem)
+    compiler, released = compile_held_open(mem, monkeypatch, hold=30)
     forgetter = threading.Thread(target=mem.forget, args=(
         "acme", token, authz.Actor.for_project("acme", "op", forget=True), "asked"))
     forgetter.start()

@@ -1,6 +1,8 @@
 """Curation on the real model: paraphrases merge, contradictions go to review, proposals are promoted."""
 
+import threading
 from datetime import date, timedelta
+from typing import Any
 
 import pytest
 from psycopg.rows import dict_row
@@ -346,6 +348,36 @@ def test_a_merge_with_a_unit_forgotten_meanwhile_does_not_happen(mem, conn):
     assert [s["task_id"] for s in mem.unit("acme", other.token)["sources"]] == ["T-3"]
 
 
+def private_newcomer(mem, older_private: bool = False) -> tuple[Any, Any, dict[str, str]]:
+    """An older unit and ana's private paraphrase of it, the newcomer curation judges, with the newcomer's fact."""
+    (old_title, old_body), (new_title, new_body) = PARAPHRASES[0]
+    private = {"persona": "ana", "visibility": "private"}
+    older = mem.remember(project="acme", kind="env", type="semantic", title=old_title, body=old_body, task_id="T-1",
+                         **(private if older_private else {}))
+    fact = dict(project="acme", kind="env", type="semantic", title=new_title, body=new_body)
+    return older, mem.remember(**fact, task_id="T-2", **private), fact
+
+
+class RacingWrite(threading.Thread):
+    """bo's private write of a fact, in a thread of its own, racing a curation transaction: what it returned, or the
+    error it met (the outcome under test)."""
+
+    def __init__(self, mem, fact: dict[str, str]) -> None:
+        super().__init__()
+        self.mem, self.fact, self.result = mem, fact, None
+
+    def run(self) -> None:
+        try:
+            self.result = self.mem.remember(**self.fact, task_id="T-3", persona="bo", visibility="private")
+        except Exception as error:  # the outcome under test
+            self.result = error
+
+    def outcome(self) -> Any:
+        self.join(timeout=30)
+        assert not self.is_alive()
+        return self.result
+
+
 @pytest.mark.parametrize("judged", ["review", "merge"])
 def test_curation_never_deadlocks_against_a_write_of_the_newcomers_text(mem, conn, clean, judged):
     """Regression (an attacker's pass): curation updated a newcomer (sent to review, or merged), then, updating it a
@@ -353,34 +385,20 @@ def test_curation_never_deadlocks_against_a_write_of_the_newcomers_text(mem, con
     a remember() of the newcomer's text held that row and waited for the newcomer's row (here to widen a private
     unit's audience): a deadlock, and the write was the one rolled back. A review or a merge now takes the counter
     row before any unit's row, as the writes do, and the write waits for it instead."""
-    import threading
-
-    (old_title, old_body), (new_title, new_body) = PARAPHRASES[0]
-    older = mem.remember(project="acme", kind="env", type="semantic", title=old_title, body=old_body, task_id="T-1")
-    fact = dict(project="acme", kind="env", type="semantic", title=new_title, body=new_body)
-    newcomer = mem.remember(**fact, task_id="T-2", persona="ana", visibility="private")
-    written: dict[str, object] = {}
-
-    def write() -> None:
-        try:
-            written["result"] = mem.remember(**fact, task_id="T-3", persona="bo", visibility="private")
-        except Exception as error:  # the outcome under test
-            written["result"] = error
-
+    older, newcomer, fact = private_newcomer(mem)
+    writer = RacingWrite(mem, fact)
     with conn.transaction():
         if judged == "review":
             assert curation.send_to_review(conn, as_read(newcomer), {"id": older.unit_id, "cosine": 0.9})
         else:
             assert curation.merge(conn, as_read(newcomer), as_read(older))
-        writer = threading.Thread(target=write)
         writer.start()
         until_waiting_on_a_lock(clean)  # for the counter row now, for the newcomer's row before
         conn.execute("UPDATE memory_units SET curated_revision = 1 WHERE id = %s", (newcomer.unit_id,))
-    writer.join(timeout=30)
-    assert not writer.is_alive()
-    assert getattr(written["result"], "token", None), written
+    written = writer.outcome()
+    assert getattr(written, "token", None), written
     if judged == "review":  # still live: the write is its source, and widens its audience
-        assert written["result"].token == newcomer.token
+        assert written.token == newcomer.token
         assert conn.execute("SELECT status, private_to FROM memory_units WHERE id = %s",
                             (newcomer.unit_id,)).fetchone() == (V.STATUS_REVIEW, ["ana", "bo"])
 
@@ -389,27 +407,13 @@ def test_a_review_decision_never_deadlocks_against_a_write_of_the_units_text(mem
     """Regression (a review): a decision to supersede locked the unit in review, updated it (what it replaces), then
     updated it again (its status), so a foreign key's check read the counter row that a write of the unit's text held
     while it waited for the unit: a deadlock. A decision takes the counter row first, as curation does."""
-    import threading
-
     from memory_assets import lifecycle
 
-    (old_title, old_body), (new_title, new_body) = PARAPHRASES[0]
-    older = mem.remember(project="acme", kind="env", type="semantic", title=old_title, body=old_body, task_id="T-1",
-                         persona="ana", visibility="private")
-    fact = dict(project="acme", kind="env", type="semantic", title=new_title, body=new_body)
-    newcomer = mem.remember(**fact, task_id="T-2", persona="ana", visibility="private")
+    older, newcomer, fact = private_newcomer(mem, older_private=True)
     with conn.transaction():
         assert curation.send_to_review(conn, as_read(newcomer), {"id": older.unit_id, "cosine": 0.9})
-    written: dict[str, object] = {}
-
-    def write() -> None:
-        try:
-            written["result"] = mem.remember(**fact, task_id="T-3", persona="bo", visibility="private")
-        except Exception as error:  # the outcome under test
-            written["result"] = error
-
+    writer = RacingWrite(mem, fact)
     real_supersede = lifecycle.supersede
-    writer = threading.Thread(target=write)
 
     def supersede_then_race(*args, **kwargs):
         real_supersede(*args, **kwargs)
@@ -418,9 +422,8 @@ def test_a_review_decision_never_deadlocks_against_a_write_of_the_units_text(mem
 
     monkeypatch.setattr(lifecycle, "supersede", supersede_then_race)
     curation.decide(conn, "acme", newcomer.token, "supersede", target=older.token, actor="alice")
-    writer.join(timeout=30)
-    assert not writer.is_alive()
-    assert getattr(written["result"], "token", None) == newcomer.token, written
+    written = writer.outcome()
+    assert getattr(written, "token", None) == newcomer.token, written
     assert conn.execute("SELECT status, private_to FROM memory_units WHERE id = %s",
                         (newcomer.unit_id,)).fetchone() == (V.STATUS_ACTIVE, ["ana", "bo"])
 
