@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import hashlib
 import json
 import logging
 import os
@@ -31,6 +32,7 @@ from memory_assets import vocabulary as V
 log = logging.getLogger(__name__)
 
 MIGRATION_FILE = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
+FUNCTION_FILE = re.compile(r"^([a-z0-9_]+)\.sql$")
 MIGRATION_LOCK_KEY = 0x6D656D  # pg_advisory_xact_lock key shared by every migrating process
 PLACEHOLDER = re.compile(r"\{([a-z_]+(?:/[a-z_]+)*)\}")
 # {name}s a caller fills when it composes the statement with psycopg.sql (per model: its dimension and key)
@@ -315,10 +317,13 @@ def connection_kwargs() -> dict[str, Any]:
 
 
 def migrate(url: str) -> list[str]:
-    """Apply every sql/NNN_*.sql not yet recorded, each in its own transaction, serialised across processes."""
+    """Apply every sql/NNN_*.sql not yet recorded, then every sql/functions/<name>.sql whose text changed since it was
+    last applied or a numbered one ran since (the file's definition is the current one; never by a build older than
+    the store), each in its own transaction, serialised across processes."""
     applied: list[str] = []
+    migrations = migration_files()
     with psycopg.connect(url, **connection_kwargs()) as conn:
-        for path in migration_files():
+        for path in migrations:
             version = int(path.name[:3])
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
@@ -330,12 +335,30 @@ def migrate(url: str) -> list[str]:
                 conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, path.name))
                 applied.append(path.name)
                 log.info("applied migration %s", path.name)
+        for path in function_files():
+            text = path.read_text()
+            checksum = hashlib.sha256(text.encode()).hexdigest()
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
+                recorded = {"name": path.name, "checksum": checksum, "build": int(migrations[-1].name[:3])}
+                if conn.execute(query("database/function_current"), recorded).fetchone():
+                    continue
+                conn.execute(text)
+                conn.execute(query("database/record_function"), recorded)
+                applied.append(f"functions/{path.name}")
+                log.info("applied function %s", path.name)
     return applied
 
 
 def migration_files() -> list[Traversable]:
     """The numbered migration files in order."""
     return sorted((p for p in sql_dir().iterdir() if MIGRATION_FILE.match(p.name)), key=lambda p: p.name)
+
+
+def function_files() -> list[Traversable]:
+    """The functions kept as their current definition, one file each, applied after every numbered migration."""
+    return sorted((p for p in (sql_dir() / "functions").iterdir() if FUNCTION_FILE.match(p.name)),
+                  key=lambda p: p.name)
 
 
 def query_names() -> list[str]:

@@ -14,6 +14,7 @@ from memory_assets import vocabulary as V
 
 REPO = Path(__file__).resolve().parent.parent
 SERVING_MODEL = T1 = "minilm-l6@gt0.1-t1"  # the default serving model
+MIGRATION_RECORDS = "('schema_migrations', 'schema_functions')"  # migrate()'s own tables: no memory, no row policy
 # whether recall reads a unit's sources (sql/024's column as the unit was born, sql/025's marks since), in SQL
 READS_ITS_SOURCES = "(sources_beyond_origin OR id IN (SELECT unit_id FROM memory_units_beyond_origin))"
 T2 = "minilm-l6@gt0.1-t2"  # the same weights over another text: a second model for re-embedding tests
@@ -276,10 +277,10 @@ def flights(mem):
 
 
 def rerun_migrations_from(conn: Any, name: str) -> None:
-    """Run a migration again, as on a store upgraded from before it, then every later one, so the store is left as
-    the code expects it (a later migration's function redefined by the earlier one's copy would be lost)."""
+    """Run a migration again, as on a store upgraded from before it, then every later one and every function file, so
+    the store is left as the code expects it (a later definition replaced by the earlier one's copy would be lost)."""
     files = database.migration_files()
-    for file in files[[f.name for f in files].index(name):]:
+    for file in [*files[[f.name for f in files].index(name):], *database.function_files()]:
         conn.execute(file.read_text())
 
 

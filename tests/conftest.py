@@ -58,11 +58,13 @@ def today() -> date:
 
 @pytest.fixture
 def clean(database_url):
-    """Empty every table but the migration record before the test."""
+    """Empty every table but the migrations' records before the test."""
+    from tests.cases import MIGRATION_RECORDS
+
     with psycopg.connect(database_url, autocommit=True) as conn:
         tables = [row[0] for row in conn.execute(
             "SELECT quote_ident(tablename) FROM pg_tables "
-            "WHERE schemaname = 'public' AND tablename <> 'schema_migrations'")]
+            f"WHERE schemaname = 'public' AND tablename NOT IN {MIGRATION_RECORDS}")]
         conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
     return database_url
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -125,11 +126,70 @@ def test_a_connection_keeps_its_own_plans_for_a_bounded_number_of_valid_projects
 
 
 def test_migrations_are_recorded_once(clean):
-    """Re-running migrate applies nothing new: every numbered file is recorded."""
+    """Re-running migrate applies nothing new: every numbered file is recorded, and every function file with the
+    checksum of its text."""
     assert database.migrate(clean) == []
     with psycopg.connect(clean) as conn:
         recorded = [row[0] for row in conn.execute("SELECT name FROM schema_migrations ORDER BY version")]
+        functions = dict(conn.execute("SELECT name, checksum FROM schema_functions").fetchall())
     assert recorded == [path.name for path in database.migration_files()]
+    assert functions == {path.name: hashlib.sha256(path.read_text().encode()).hexdigest()
+                         for path in database.function_files()}
+
+
+def test_each_function_file_is_the_one_function_it_is_named_after():
+    """sql/functions/<name>.sql is the current definition of the function <name> and nothing else: what migrate()
+    applies again after the numbered migrations is that one statement, whole."""
+    files = database.function_files()
+    assert files, "no function files shipped"
+    for path in files:
+        statement = re.sub(r"^(--[^\n]*\n)+", "", path.read_text())
+        assert re.fullmatch(rf"CREATE OR REPLACE FUNCTION {path.name[:-4]}\(.*?\$\$;\n", statement, re.S), path.name
+
+
+def older_fold() -> str:
+    """sql/040's memory_fold, the copy before its file."""
+    return re.search(r"CREATE OR REPLACE FUNCTION memory_fold\(.*?\$\$;",
+                     (database.sql_dir() / "040_folds_judge_each_row_by_its_key_and_capture.sql").read_text(),
+                     re.S).group(0)
+
+
+def test_a_function_file_is_applied_again_when_its_text_changes_or_a_numbered_migration_runs(clean):
+    """A function file is the current definition: applied again once its text changes, and after a numbered
+    migration, even one whose run ended before the files' (a crash between the two), since a migration may carry an
+    older copy of the function (every one up to sql/041 did); a build older than the store applies none of them, so a
+    process of the release before, still running through a rolling deploy, never puts its copy back."""
+    fold = "SELECT pg_get_functiondef('memory_fold'::regproc)"
+    every_file = [f"functions/{path.name}" for path in database.function_files()]
+    last = database.migration_files()[-1].name
+    with psycopg.connect(clean, autocommit=True) as conn:
+        current = conn.execute(fold).fetchone()[0]
+        try:
+            conn.execute(older_fold())
+            assert conn.execute(fold).fetchone()[0] != current
+            conn.execute("UPDATE schema_functions SET checksum = 'edited since'")
+            assert database.migrate(clean) == every_file
+            assert conn.execute(fold).fetchone()[0] == current
+            conn.execute("UPDATE schema_functions SET migrated_to = migrated_to - 1")  # applied before the last one,
+            conn.execute(older_fold())  # which ran with an older copy, and the process stopped before the files
+            assert database.migrate(clean) == every_file
+            assert conn.execute(fold).fetchone()[0] == current
+            conn.execute("DELETE FROM schema_migrations WHERE name = %s", (last,))  # a store from before the last one
+            conn.execute("UPDATE schema_functions SET migrated_to = migrated_to - 1")  # (migrations are idempotent)
+            conn.execute(older_fold())
+            assert database.migrate(clean) == [last, *every_file]
+            assert conn.execute(fold).fetchone()[0] == current
+            conn.execute("INSERT INTO schema_migrations (version, name) VALUES (999, '999_a_later_release.sql')")
+            conn.execute(older_fold())  # the later release's copy, which this older build must leave
+            conn.execute("UPDATE schema_functions SET checksum = 'the later release''s'")
+            assert database.migrate(clean) == []
+            assert conn.execute(fold).fetchone()[0] != current
+        finally:
+            conn.execute("DELETE FROM schema_migrations WHERE version = 999")
+            conn.execute("UPDATE schema_functions SET checksum = 'restored'")
+            database.migrate(clean)
+        assert conn.execute(fold).fetchone()[0] == current
+        assert database.migrate(clean) == []
 
 
 def sql_functions_before_034() -> str:

@@ -27,7 +27,8 @@ INSTALLED_CHECK = textwrap.dedent("""
         hits = mem.recall("wheel", "what does staging require for TLS?", k=3)
     definitions = defs()
     print(json.dumps({"token": remembered.token, "hits": [h.token for h in hits], "mode": hits.mode,
-                      "migrations": len(database.migration_files()), "queries": len(database.query_names()),
+                      "migrations": len(database.migration_files()), "functions": len(database.function_files()),
+                      "queries": len(database.query_names()),
                       "assets": sorted(key.to_user_string() for key in definitions.resolve_all_asset_keys())}))
 """)
 
@@ -54,7 +55,7 @@ def test_the_wheel_installs_no_generic_top_level_name(installed):
     assert top_level == {"memory_assets"}
     packaged = {p.relative_to(installed / "memory_assets").as_posix() for p in (installed / "memory_assets").rglob("*")}
     assert {"resources/postgres.py", "sql/001_ledger.sql", "sql/018_fold_functions.sql", "sql/queries/ledger/fold.sql",
-            "dg.toml", "demo/demo_units.jsonl", "py.typed"} <= packaged
+            "sql/functions/memory_fold.sql", "dg.toml", "demo/demo_units.jsonl", "py.typed"} <= packaged
     source = {p.relative_to(REPO / "memory_assets").as_posix() for p in (REPO / "memory_assets").rglob("*.py")
               if "__pycache__" not in p.parts}
     source |= {f"resources/{p.name}" for p in (REPO / "resources").glob("*.py")}
@@ -69,6 +70,7 @@ def test_the_installed_wheel_migrates_remembers_recalls_and_loads_its_definition
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["token"] == "mem-1" and report["hits"][0] == "mem-1"
     assert report["migrations"] == len(list((REPO / "sql").glob("0*.sql")))
+    assert report["functions"] == len(list((REPO / "sql" / "functions").glob("*.sql")))
     assert report["queries"] == len([p for p in (REPO / "sql" / "queries").rglob("*.sql")
                                      if not p.name.startswith("_")])
     assert "ledger_units" in report["assets"] and "unit_embeddings" in report["assets"]

@@ -640,6 +640,36 @@ def test_every_tombstone_flags_its_project_for_the_writes_forgotten_probe(mem, c
         assert mem.remember(**words, task_id="T-9").reason == V.REASON_FORGOTTEN
     assert mem.remember(**{**port, "project": "other"}, task_id="T-9").reason == V.REASON_FORGOTTEN
     assert mem.remember(**{**EARLIER, "project": "quiet"}).status == V.STATUS_ACTIVE
+    folded = capture.remember_many(conn, [gates.validate(**{**port, "project": "other"}, task_id="T-10"),
+                                          gates.validate(**{**FACT, "project": "quiet"}, task_id="T-10")])
+    assert folded["inserted"] == 1, folded  # the set-based fold reads the flag alike
+    assert sorted(conn.execute("SELECT project, outcome FROM memory_inbox WHERE task_id = 'T-10'").fetchall()) == [
+        ("other", V.INBOX_FORGOTTEN), ("quiet", V.INBOX_INSERTED)]
+    conn.execute("UPDATE memory_projects SET holds_forgotten = false WHERE project = 'other'")  # triggers were off
+    unguarded = capture.remember_many(conn, [gates.validate(**{**port, "project": "other"}, task_id="T-11")])
+    assert unguarded["inserted"] == 1  # the flag is what the fold reads: no_text_in_tombstones reports this project
+
+
+def test_a_fold_that_waited_for_a_projects_first_forget_buries_its_content(mem, conn, clean):
+    """The set-based fold reads holds_forgotten under the counter row's lock, which a forget takes before it
+    tombstones: a fold of rows captured earlier that waited for a project's first forget reads the flag that forget
+    set, and buries them."""
+    def fold(keys: list[str]) -> dict[str, Any]:
+        with mem.connection() as folding:
+            return capture.fold_captured(folding, keys)
+
+    mem.remember(**FACT)
+    row = gates.validate(**FACT, task_id="T-2")
+    capture.remember_many(conn, [row], fold_now=False)
+    with psycopg.connect(clean, **database.connection_kwargs()) as forgetting, ThreadPoolExecutor(1) as pool:
+        with forgetting.transaction():
+            forgetting.execute(database.query("lifecycle/hold_folds"), {"project": "acme"})
+            forgetting.execute("UPDATE memory_units SET status = 'forgotten', title = '', body = '', keywords = '{}' "
+                               "WHERE project = 'acme'")
+            folded = pool.submit(fold, [row.idempotency_key])
+            until_waiting_on_a_lock(clean)
+        assert folded.result(timeout=30)["inserted"] == 0
+    assert conn.execute("SELECT outcome FROM memory_inbox WHERE task_id = 'T-2'").fetchone() == (V.INBOX_FORGOTTEN,)
 
 
 def test_a_forget_buries_rows_waiting_to_fold_in_an_earlier_wording(mem, conn, stored_text):

@@ -37,7 +37,7 @@ from memory_assets.defs.ledger.assets import ledger_units
 from memory_assets.defs.partitions import model_day_key
 from memory_assets.gates import validate
 from memory_assets.ledger import capture
-from tests.cases import REPO, SERVING_MODEL, record_reliability
+from tests.cases import MIGRATION_RECORDS, REPO, SERVING_MODEL, record_reliability
 
 RECOVERY_BOUND_S = 10.0  # "within seconds": a client serves again this soon after its server was killed
 embedded_only = pytest.mark.skipif(bool(os.environ.get(V.DATABASE_URL_ENV)),
@@ -420,7 +420,7 @@ def load_inbox(url: str, size: int) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         tables = [row[0] for row in conn.execute(
             "SELECT quote_ident(tablename) FROM pg_tables "
-            "WHERE schemaname = 'public' AND tablename <> 'schema_migrations'")]
+            f"WHERE schemaname = 'public' AND tablename NOT IN {MIGRATION_RECORDS}")]
         conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
     with psycopg.connect(url, **database.connection_kwargs()) as conn:
         capture.remember_many(conn, corpus(size), fold_now=False)
@@ -481,14 +481,14 @@ def kill_during(url: str, day: date, step: str, point: str, window: float) -> di
 
 
 def state(url: str) -> dict[str, Any]:
-    """Every table but the migration record, without volatile columns, unit ids replaced by project#number, rows
+    """Every table but the migrations' records, without volatile columns, unit ids replaced by project#number, rows
     sorted; vectors apart (compared with a tolerance: a page boundary may batch texts differently)."""
     with psycopg.connect(url) as conn:
         names = {row[0]: f"{row[1]}#{row[2]}" for row in conn.execute("SELECT id, project, number FROM memory_units")}
         columns: dict[str, list[str]] = {}
         for table, column, kind in conn.execute(
                 "SELECT table_name, column_name, data_type FROM information_schema.columns "
-                "WHERE table_schema = 'public' AND table_name <> 'schema_migrations' "
+                f"WHERE table_schema = 'public' AND table_name NOT IN {MIGRATION_RECORDS} "
                 "AND table_name IN (SELECT tablename FROM pg_tables WHERE schemaname = 'public') "
                 "ORDER BY table_name, ordinal_position"):
             if column not in VOLATILE_COLUMNS and kind not in VOLATILE_TYPES and column != "embedding":

@@ -33,7 +33,7 @@ from memory_assets.api import Memory
 from memory_assets.authz import Actor
 from memory_assets.cli import main
 from memory_assets.errors import ScopeError, ValidationError
-from tests.cases import T2, embed_all
+from tests.cases import MIGRATION_RECORDS, T2, embed_all
 
 PROJECTS = ("alpha", "beta", "gamma")
 PERSONAS = ("ana", "bo", "api")  # "api" was the default reader's name: it must be an ordinary persona
@@ -408,7 +408,7 @@ def test_every_memory_table_forces_row_level_security(conn):
     tables = conn.execute(
         "SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity FROM pg_class c "
         "JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND c.relname <> 'schema_migrations'").fetchall()
+        f"WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND c.relname NOT IN {MIGRATION_RECORDS}").fetchall()
     assert len(tables) >= 19
     assert [name for name, enabled, forced in tables if not (enabled and forced)] == []
     owner_policies = {row[0] for row in conn.execute(

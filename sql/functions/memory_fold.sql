@@ -1,0 +1,163 @@
+-- The set-based fold, which remember_many, `import`, the daily ledger fold and a replayed remember() run: the
+-- inbox rows of the given keys become units, duplicates' sources, or are buried where their content was forgotten
+-- (the rows of projects flagged as holding forgotten text: sql/042). Its current definition: sql/018, 024, 037 and
+-- 040 hold its history, and each change of this file comes with a numbered migration saying why (sql/042).
+CREATE OR REPLACE FUNCTION memory_fold(fold_keys text[], fold_trust real, OUT projects_folded integer,
+                                       OUT units_inserted bigint, OUT sources_linked bigint, OUT rows_buried bigint)
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+AS $$
+DECLARE
+    fold_projects text[];
+    guarded_projects text[];
+BEGIN
+    -- "Unfolded" is spelled coalesce(unit_id IS NULL, false) so that no plan can use the partial index of unfolded
+    -- rows (memory_inbox_unfolded_day): each fold leaves a dead entry there until vacuum, and a plan that filtered
+    -- the keys over it slowed every remember() with the store's write history (16 ms at 30k units written).
+    SELECT coalesce(array_agg(DISTINCT i.project ORDER BY i.project), '{}') INTO fold_projects
+    FROM memory_inbox i
+    WHERE coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys);
+    projects_folded := cardinality(fold_projects);
+    IF projects_folded = 0 THEN
+        units_inserted := 0; sources_linked := 0; rows_buried := 0;
+        RETURN;
+    END IF;
+    -- every new project gets its counter row (unit numbers start after last_number); then the counter rows are
+    -- locked to commit, in name order so concurrent folds never deadlock: numbers stay gap-free. Each statement
+    -- below folds only rows of these projects: a row of another project captured meanwhile waits for its own fold.
+    -- Under that lock, which a forget takes before it tombstones, the projects where some unit was ever forgotten:
+    -- only their rows can hold forgotten content.
+    INSERT INTO memory_projects (project) SELECT unnest(fold_projects) ON CONFLICT (project) DO NOTHING;
+    SELECT coalesce(array_agg(locked.project) FILTER (WHERE locked.holds_forgotten), '{}') INTO guarded_projects
+    FROM (SELECT p.project, p.holds_forgotten FROM memory_projects p WHERE p.project = ANY (fold_projects)
+          ORDER BY p.project FOR UPDATE) AS locked;
+
+    -- The two content probes (an OR of the statuses scanned the whole project) are subplans run per inbox row with
+    -- the row's key as their index condition: OFFSET 0 keeps them from becoming anti-joins, which a plan made on
+    -- small tables ran as one read of every live (and every forgotten) unit of the store per write.
+    WITH cand AS (
+        SELECT DISTINCT ON (i.project, i.kind, i.content_hash) i.*
+        FROM memory_inbox i
+        WHERE coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)
+          AND i.project = ANY (fold_projects)
+          AND NOT EXISTS (
+              SELECT 1 FROM memory_units u
+              WHERE u.project = i.project AND u.kind = i.kind AND u.content_hash = i.content_hash
+                AND u.status IN ('proposed', 'review', 'active', 'flagged', 'stale')
+              OFFSET 0)
+          AND NOT (i.project = ANY (guarded_projects) AND EXISTS (
+              SELECT 1 FROM memory_forgotten_contents f
+              WHERE f.project = i.project AND f.kind = i.kind AND f.content_hash = i.content_hash
+              OFFSET 0))
+          AND NOT EXISTS (
+              SELECT 1 FROM memory_held_by(i.project, i.kind, i.content_hash, i.received_at, i.visibility, i.persona)
+              OFFSET 0)
+        ORDER BY i.project, i.kind, i.content_hash, i.id
+    ), numbered AS (
+        SELECT c.*, p.last_number + row_number() OVER (PARTITION BY c.project ORDER BY c.id) AS number
+        FROM cand c JOIN memory_projects p USING (project)
+    ), inserted AS (
+        INSERT INTO memory_units (project, number, type, kind, title, body, paths, keywords, status, confidence,
+                                  importance, trust, content_hash, valid_from, origin_inbox_id, created_by,
+                                  created_at, updated_by, updated_at, private_to,
+                                  origin_session_id, origin_persona, origin_visibility, sources_beyond_origin)
+        SELECT project, number, type, kind, title, body, paths, keywords, status, confidence,
+               importance, fold_trust, content_hash, coalesce(valid_from, received_at), id,
+               coalesce(persona, feed), received_at, coalesce(persona, feed), received_at,
+               CASE WHEN visibility = 'private' THEN ARRAY[persona] END,
+               session_id, persona, visibility, false
+        FROM numbered
+        ON CONFLICT (project, kind, content_hash) WHERE status IN ('proposed', 'review', 'active', 'flagged', 'stale')
+        DO NOTHING
+        RETURNING id, project, number
+    ), counters AS (
+        UPDATE memory_projects p SET last_number = m.top
+        FROM (SELECT project, max(number) AS top FROM inserted GROUP BY project) m
+        WHERE p.project = m.project
+        RETURNING p.project
+    )
+    INSERT INTO audit_log (actor, action, project, unit_id, reason, details)
+    SELECT 'ledger', 'insert', project, id, NULL, jsonb_build_object('token', 'mem-' || number)
+    FROM inserted;
+    GET DIAGNOSTICS units_inserted = ROW_COUNT;
+
+    -- each unfolded row points at the live unit holding its content and becomes that unit's source (one source
+    -- per unit and task: a replayed task adds nothing); each row's unit is looked up by the row's key, in subplans
+    -- run per row (OFFSET 0, as the probes above): the statement joins no table the planner could read whole
+    WITH linked AS (
+        UPDATE memory_inbox i
+        SET (unit_id, folded_at, outcome) = (
+                SELECT u.id, now(), CASE WHEN u.origin_inbox_id = i.id THEN 'inserted' ELSE 'duplicate' END
+                FROM memory_units u
+                WHERE u.project = i.project AND u.kind = i.kind AND u.content_hash = i.content_hash
+                  AND u.status IN ('proposed', 'review', 'active', 'flagged', 'stale'))
+        WHERE coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)
+          AND i.project = ANY (fold_projects)
+          AND EXISTS (
+              SELECT 1 FROM memory_units u
+              WHERE u.project = i.project AND u.kind = i.kind AND u.content_hash = i.content_hash
+                AND u.status IN ('proposed', 'review', 'active', 'flagged', 'stale')
+              OFFSET 0)
+        RETURNING i.*
+    ), sourced AS (
+        INSERT INTO memory_sources (unit_id, project, feed, task_id, session_id, persona, model, observed_sha,
+                                    source_ref, visibility, inbox_id, created_at)
+        SELECT unit_id, project, feed, task_id, session_id, persona, model, observed_sha, source_ref, visibility, id,
+               received_at
+        FROM linked
+        ORDER BY id
+        ON CONFLICT (unit_id, task_id) DO NOTHING
+        RETURNING 1
+    )
+    SELECT count(*) INTO sources_linked FROM sourced;
+
+    rows_buried := 0;
+    IF cardinality(guarded_projects) > 0 THEN
+        -- rows whose content was forgotten in their project (in any wording): linked to the tombstone, their text
+        -- blanked at once; each row's tombstone looked up by the row's key, as above (the tombstone remember() takes:
+        -- the lowest number)
+        UPDATE memory_inbox i
+        SET (unit_id, folded_at, outcome, title, body, paths, keywords) = (
+                SELECT f.unit_id, now(), 'forgotten', '', '', '{}'::text[], '{}'::text[]
+                FROM memory_forgotten_contents f
+                WHERE f.project = i.project AND f.kind = i.kind AND f.content_hash = i.content_hash
+                ORDER BY f.number
+                LIMIT 1)
+        WHERE coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)
+          AND i.project = ANY (guarded_projects)
+          AND EXISTS (
+              SELECT 1 FROM memory_forgotten_contents f
+              WHERE f.project = i.project AND f.kind = i.kind AND f.content_hash = i.content_hash
+              OFFSET 0);
+        GET DIAGNOSTICS rows_buried = ROW_COUNT;
+    END IF;
+
+    -- rows captured while a unit held their content, which a correction or a supersession replaced since
+    -- (memory_held_by): each that unit's duplicate and source, as a fold at its capture would have made it; after the
+    -- burial, so a forgotten content is never linked
+    WITH linked AS (
+        UPDATE memory_inbox i
+        SET (unit_id, folded_at, outcome) = (
+                SELECT h.unit_id, now(), 'duplicate'
+                FROM memory_held_by(i.project, i.kind, i.content_hash, i.received_at, i.visibility, i.persona) h
+                ORDER BY h.held_until DESC
+                LIMIT 1)
+        WHERE coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)
+          AND i.project = ANY (fold_projects)
+          AND EXISTS (
+              SELECT 1 FROM memory_held_by(i.project, i.kind, i.content_hash, i.received_at, i.visibility, i.persona)
+              OFFSET 0)
+        RETURNING i.*
+    ), sourced AS (
+        INSERT INTO memory_sources (unit_id, project, feed, task_id, session_id, persona, model, observed_sha,
+                                    source_ref, visibility, inbox_id, created_at)
+        SELECT unit_id, project, feed, task_id, session_id, persona, model, observed_sha, source_ref, visibility, id,
+               received_at
+        FROM linked
+        ORDER BY id
+        ON CONFLICT (unit_id, task_id) DO NOTHING
+        RETURNING 1
+    )
+    SELECT sources_linked + count(*) INTO sources_linked FROM sourced;
+END $$;
