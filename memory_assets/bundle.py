@@ -66,7 +66,7 @@ def compile_units(rows: list[dict[str, Any]], project: str) -> list[dict[str, An
 def hold_bundles(conn: psycopg.Connection[Any], project: str) -> None:
     """Serialise, until commit, a compile of the project's bundle with a forget's scrub of its stored revisions: a
     compile reads its units once it holds this, so it never stores a unit forgotten after its read."""
-    hold(conn, f"bundle:{project}")
+    hold(conn, V.BUNDLE_LOCK.format(project=project))
 
 
 def compile_bundle(conn: psycopg.Connection[Any], project: str) -> dict[str, Any]:

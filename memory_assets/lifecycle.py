@@ -39,7 +39,7 @@ def supersede(conn: psycopg.Connection[Any], new_id: Any, old_id: Any, actor: st
 def hold_derivations(conn: psycopg.Connection[Any], project: str) -> None:
     """Serialise, until commit, a forget with the work that derives text from units (consolidation, merges) in a
     project: neither builds on a unit the other is about to change, and neither waits on the other's row locks."""
-    hold(conn, f"derivations:{project}")
+    hold(conn, V.DERIVATIONS_LOCK.format(project=project))
 
 
 def forget(conn: psycopg.Connection[Any], project: str, token: str, actor: authz.Actor,

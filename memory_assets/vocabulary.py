@@ -427,6 +427,9 @@ TRUST_FLOOR = 0.2                # decayed trust approaches this floor and never
 STALE_BELOW_TRUST = 0.25         # an active unit whose decayed trust falls below this becomes stale
 # one day's decay at a time (a transaction's advisory lock, by hashtext): a day's marks read the later days' scores
 DECAY_LOCK = "decay_scores"
+# per project: a forget with the work that derives text from units; a bundle's compile with a forget's scrub of it
+DERIVATIONS_LOCK = "derivations:{project}"
+BUNDLE_LOCK = "bundle:{project}"
 EPISODIC_TTL_DAYS = 90           # from valid_from (or last use): then expired, never deleted
 CONSOLIDATION_MIN_CLUSTER = 5
 CONSOLIDATION_DISTANCE = 0.75    # agglomerative, average linkage, cosine distance (200 episodes on 5 topics -> 6)
