@@ -295,6 +295,19 @@ def test_a_vote_written_by_any_writer_lands_in_the_vote_history_dated_by_its_cha
     assert history.fetchall() == [(1, False), (-1, True)]
 
 
+@pytest.mark.parametrize("table", ["memory_votes", "memory_vote_history", "memory_task_arms",
+                                   "memory_task_arm_history"])
+def test_no_vote_or_arm_is_ever_deleted(mem, conn, table):
+    """A past day's decay and read rate re-run from the histories the triggers keep on insert and update: a vote or
+    an arm deleted by hand would pass them by, so a row's delete is refused in both tables and both histories."""
+    unit_id = note(mem, "Fact", "The build server restarts on Sundays.").unit_id
+    conn.execute("INSERT INTO memory_votes (unit_id, project, task_id, vote) VALUES (%s, 'acme', 'T-1', 1)", (unit_id,))
+    conn.execute("INSERT INTO memory_task_arms (task_id, value, source) VALUES ('T-1', 'on', 'task')")
+    with pytest.raises(psycopg.errors.RaiseException, match=f"{table} keeps every row"):
+        conn.execute(f"DELETE FROM {table}")
+    assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 1
+
+
 def test_a_row_captured_on_a_day_and_folded_after_it_was_scored_joins_that_days_rerun(mem, conn, today):
     """A day scored before its fold caught up (a late or failed fold) read an incomplete ledger: the re-run after
     the fold scores the unit captured that day, as re-materialising downstream of a repaired upstream should, and
