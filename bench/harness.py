@@ -177,7 +177,9 @@ GOALS = (
          "batch's fold, the pending full-text entries merged after that fold beside it (1.09-1.11x, item 26). "
          "A 10,000-line import's CPU on a 2-vCPU Xeon: this process ~0.9 s, the gate processes ~1 s, the server "
          "~1.9 s in ~2.4 s, so the fold runs ~1.7x slower than alone beside the rest; small first batches, niced or "
-         "fewer gate processes measured no better (docs/scaling.md item 25). Next: less CPU per row anywhere (the "
+         "fewer gate processes measured no better (docs/scaling.md item 25). Since sql/042 the fold skips the "
+         "forgotten-content probe and the burial in a project that never forgot anything (the fold's statement "
+         "0.907x a row, item 48). Next: less CPU per row anywhere (the "
          "fold's per-row work, fewer index entries per row); content_hash under COLLATE \"C\" measured no faster "
          "(item 26)"),
     Goal("embedding stage / raw encode()", "embed", ("ratio_stage_vs_raw_encode",), 0.9, False, X,
