@@ -12,6 +12,10 @@
 -- the counter rows' lock, which a forget takes before it tombstones. A project whose tombstones came with triggers
 -- off (a data-only restore with --disable-triggers) is unflagged, and the check no_text_in_tombstones reports it
 -- ("unguarded project"; the README gives the repair). docs/scaling.md item 48 has the costs.
+--
+-- The function files' texts this migration stands for (tests/test_database.py checks that the newest migration
+-- naming a file records its current SHA-256, so no file changes without a migration):
+-- sql/functions/memory_fold.sql sha256 d51568382eec2428bacb1110d0a4d8cfefda62d84e5a2de0a32bc9582ef7a5d3
 
 -- Each function file applied: its text's SHA-256 and the newest numbered migration it was applied after.
 CREATE TABLE IF NOT EXISTS schema_functions (

@@ -147,6 +147,19 @@ def test_each_function_file_is_the_one_function_it_is_named_after():
         assert re.fullmatch(rf"CREATE OR REPLACE FUNCTION {path.name[:-4]}\(.*?\$\$;\n", statement, re.S), path.name
 
 
+def test_the_newest_migration_naming_a_function_file_records_its_text():
+    """Each edit of a function file comes with a numbered migration that says why: a process of the release before,
+    at the same newest migration, would otherwise put its copy back at every connect (an attacker's pass ran two
+    such builds in turn), so the newest migration naming sql/functions/<name>.sql records the file's SHA-256."""
+    for path in database.function_files():
+        naming = [m for m in database.migration_files() if f"sql/functions/{path.name}" in m.read_text()]
+        assert naming, f"no migration names sql/functions/{path.name}"
+        checksum = hashlib.sha256(path.read_text().encode()).hexdigest()
+        assert f"sql/functions/{path.name} sha256 {checksum}" in naming[-1].read_text(), (
+            f"{path.name} changed since {naming[-1].name} recorded it: add a numbered migration that says why and "
+            f"records `-- sql/functions/{path.name} sha256 {checksum}`")
+
+
 def older_fold() -> str:
     """sql/040's memory_fold, the copy before its file."""
     return re.search(r"CREATE OR REPLACE FUNCTION memory_fold\(.*?\$\$;",
