@@ -318,8 +318,8 @@ def connection_kwargs() -> dict[str, Any]:
 
 def migrate(url: str) -> list[str]:
     """Apply every sql/NNN_*.sql not yet recorded, then every sql/functions/<name>.sql whose text changed since it was
-    last applied or a numbered one ran since (the file's definition is the current one; never by a build older than
-    the store), each in its own transaction, serialised across processes."""
+    last applied, a numbered one ran since or the function was replaced by hand (the file's definition is the current
+    one; never by a build older than the store), each in its own transaction, serialised across processes."""
     applied: list[str] = []
     migrations = migration_files()
     with psycopg.connect(url, **connection_kwargs()) as conn:
@@ -340,7 +340,8 @@ def migrate(url: str) -> list[str]:
             checksum = hashlib.sha256(text.encode()).hexdigest()
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
-                recorded = {"name": path.name, "checksum": checksum, "build": int(migrations[-1].name[:3])}
+                recorded = {"name": path.name, "function": path.name[:-4], "checksum": checksum,
+                            "build": int(migrations[-1].name[:3])}
                 if conn.execute(query("database/function_current"), recorded).fetchone():
                     continue
                 conn.execute(text)

@@ -17,10 +17,12 @@
 -- naming a file records its current SHA-256, so no file changes without a migration):
 -- sql/functions/memory_fold.sql sha256 d51568382eec2428bacb1110d0a4d8cfefda62d84e5a2de0a32bc9582ef7a5d3
 
--- Each function file applied: its text's SHA-256 and the newest numbered migration it was applied after.
+-- Each function file applied: its text's SHA-256, the newest numbered migration it was applied after, and a digest
+-- of the body it made (a function replaced by hand since is applied again).
 CREATE TABLE IF NOT EXISTS schema_functions (
     name        text PRIMARY KEY,
     checksum    text NOT NULL,
     migrated_to int NOT NULL,
+    body_md5    text,
     applied_at  timestamptz NOT NULL DEFAULT now()
 );

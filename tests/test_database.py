@@ -168,10 +168,11 @@ def older_fold() -> str:
 
 
 def test_a_function_file_is_applied_again_when_its_text_changes_or_a_numbered_migration_runs(clean):
-    """A function file is the current definition: applied again once its text changes, and after a numbered
-    migration, even one whose run ended before the files' (a crash between the two), since a migration may carry an
-    older copy of the function (every one up to sql/041 did); a build older than the store applies none of them, so a
-    process of the release before, still running through a rolling deploy, never puts its copy back."""
+    """A function file is the current definition: applied again once its text changes, once the function was
+    replaced by hand, and after a numbered migration, even one whose run ended before the files' (a crash between the
+    two), since a migration may carry an older copy of the function (every one up to sql/041 did); a build older than
+    the store applies none of them, so a process of the release before, still running through a rolling deploy,
+    never puts its copy back."""
     fold = "SELECT pg_get_functiondef('memory_fold'::regproc)"
     every_file = [f"functions/{path.name}" for path in database.function_files()]
     last = database.migration_files()[-1].name
@@ -182,6 +183,9 @@ def test_a_function_file_is_applied_again_when_its_text_changes_or_a_numbered_mi
             assert conn.execute(fold).fetchone()[0] != current
             conn.execute("UPDATE schema_functions SET checksum = 'edited since'")
             assert database.migrate(clean) == every_file
+            assert conn.execute(fold).fetchone()[0] == current
+            conn.execute(older_fold())  # replaced by hand: undone at the next connect
+            assert database.migrate(clean) == ["functions/memory_fold.sql"]
             assert conn.execute(fold).fetchone()[0] == current
             conn.execute("UPDATE schema_functions SET migrated_to = migrated_to - 1")  # applied before the last one,
             conn.execute(older_fold())  # which ran with an older copy, and the process stopped before the files
