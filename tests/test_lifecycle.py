@@ -19,7 +19,7 @@ from memory_assets.database import query
 from memory_assets.defs import runner
 from memory_assets.errors import ScopeError, ValidationError
 from memory_assets.ledger import capture
-from tests.cases import FLIGHTS, REPO, backdate, embed_all, flights
+from tests.cases import FLIGHTS, REPO, backdate, embed_all, flights, rerun_migrations_from
 from tests.cases import SERVING_MODEL as T1
 
 
@@ -281,6 +281,32 @@ def test_decay_of_a_day_rematerialised_after_votes_changed_and_units_left_or_cam
     assert conn.execute("SELECT * FROM decay_scores WHERE day = %s ORDER BY unit_id", (day,)).fetchall() == rows
     assert quality.units_without_decay(conn, day) == []  # the check reads the day's live units the same way
     assert mem.unit("acme", kept)["flags"] == 1  # the vote did change: only the past day ignores it
+
+
+@pytest.mark.parametrize("journaled", ["before sql/044", "while sql/044 was applied"])
+def test_a_days_rerun_reads_each_units_status_then_from_its_first_change_since(mem, conn, today, journaled):
+    """A unit changed since a day's end had, at that end, the status its first change since replaced (sql/044 keeps
+    it on each journal row, read by time alone): the changes journaled before sql/044 take theirs from the unit's row
+    before them when it runs, and one journaled by the old trigger while it was applied is looked up when read."""
+    day = today - timedelta(days=1)
+    left, came_back = (note(mem, f"Fact {i}", f"The build server {i} restarts on Sundays.").unit_id
+                       for i in ("north", "south"))
+    conn.execute("UPDATE memory_units SET status = 'retired' WHERE id = %s", (came_back,))
+    backdate(conn, (("memory_units", "created_at"), ("memory_units", "valid_from"), ("memory_changes", "at")), "3 days")
+    conn.execute("UPDATE memory_units SET status = 'retired' WHERE id = %s", (left,))  # since the day's end
+    conn.execute("UPDATE memory_units SET status = 'active' WHERE id = %s", (came_back,))
+    prior = "SELECT unit_id::text, status, prior_status FROM memory_changes ORDER BY seq"
+    journal = conn.execute(prior).fetchall()
+    assert [row[2] for row in journal] == [None, None, "active", "active", "retired"]  # the inserts have none
+    if journaled == "before sql/044":
+        conn.execute("UPDATE memory_changes SET prior_status = NULL")
+        rerun_migrations_from(conn, "044_journal_keeps_each_changes_prior_status.sql")
+        assert conn.execute(prior).fetchall() == journal
+    else:
+        conn.execute("UPDATE memory_changes SET prior_status = NULL WHERE at > now() - interval '1 hour'")
+    decay.score_day(conn, day)
+    assert [row[0] for row in conn.execute("SELECT unit_id::text FROM decay_scores WHERE day = %s", (day,))] == [left]
+    assert quality.units_without_decay(conn, day) == []
 
 
 def test_a_vote_written_by_any_writer_lands_in_the_vote_history_dated_by_its_change(mem, conn):
