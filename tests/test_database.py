@@ -505,8 +505,10 @@ def test_the_pool_replaces_connections_the_server_dropped(clean):
     pool = database.open_pool(clean, max_size=4)
     try:
         assert pool.timeout == V.POOL_TIMEOUT_SECONDS and pool.reconnect_timeout == V.POOL_RECONNECT_TIMEOUT_SECONDS
-        with pool.connection() as a, pool.connection() as b, pool.connection() as c:
-            backends = [conn.execute("SELECT pg_backend_pid()").fetchone()[0] for conn in (a, b, c)]
+        # every connection the pool may hold (max_size), so no healthy one it grew meanwhile on a slow machine is
+        # handed out first and the sweep below is certain
+        with pool.connection() as a, pool.connection() as b, pool.connection() as c, pool.connection() as d:
+            backends = [conn.execute("SELECT pg_backend_pid()").fetchone()[0] for conn in (a, b, c, d)]
         with psycopg.connect(clean, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (backends,))
             deadline = time.monotonic() + 5
