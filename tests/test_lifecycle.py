@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -19,7 +20,7 @@ from memory_assets.database import query
 from memory_assets.defs import runner
 from memory_assets.errors import ScopeError, ValidationError
 from memory_assets.ledger import capture
-from tests.cases import FLIGHTS, REPO, backdate, embed_all, flights, rerun_migrations_from
+from tests.cases import FLIGHTS, REPO, backdate, embed_all, flights
 from tests.cases import SERVING_MODEL as T1
 
 
@@ -283,11 +284,11 @@ def test_decay_of_a_day_rematerialised_after_votes_changed_and_units_left_or_cam
     assert mem.unit("acme", kept)["flags"] == 1  # the vote did change: only the past day ignores it
 
 
-@pytest.mark.parametrize("journaled", ["before sql/044", "while sql/044 was applied"])
-def test_a_days_rerun_reads_each_units_status_then_from_its_first_change_since(mem, conn, today, journaled):
+def test_a_days_rerun_reads_each_units_status_then_from_its_first_change_since(mem, conn, today):
     """A unit changed since a day's end had, at that end, the status its first change since replaced (sql/044 keeps
-    it on each journal row, read by time alone): the changes journaled before sql/044 take theirs from the unit's row
-    before them when it runs, and one journaled by the old trigger while it was applied is looked up when read."""
+    it on each journal row, read by time alone). On a store the release before journaled, sql/044 fills the rows'
+    prior statuses from each unit's row before them, and itself installs the trigger that keeps them: an update
+    journaled before its function file is applied keeps its prior status too."""
     day = today - timedelta(days=1)
     left, came_back = (note(mem, f"Fact {i}", f"The build server {i} restarts on Sundays.").unit_id
                        for i in ("north", "south"))
@@ -298,12 +299,16 @@ def test_a_days_rerun_reads_each_units_status_then_from_its_first_change_since(m
     prior = "SELECT unit_id::text, status, prior_status FROM memory_changes ORDER BY seq"
     journal = conn.execute(prior).fetchall()
     assert [row[2] for row in journal] == [None, None, "active", "active", "retired"]  # the inserts have none
-    if journaled == "before sql/044":
-        conn.execute("UPDATE memory_changes SET prior_status = NULL")
-        rerun_migrations_from(conn, "044_journal_keeps_each_changes_prior_status.sql")
-        assert conn.execute(prior).fetchall() == journal
-    else:
-        conn.execute("UPDATE memory_changes SET prior_status = NULL WHERE at > now() - interval '1 hour'")
+
+    older = re.search(r"CREATE OR REPLACE FUNCTION memory_units_journal\(\).*?\$\$;",
+                      (REPO / "sql" / "002_embeddings.sql").read_text(), re.S).group(0)
+    conn.execute(older)  # the release before's trigger, and its rows
+    conn.execute("UPDATE memory_changes SET prior_status = NULL")
+    conn.execute((REPO / "sql" / "044_journal_keeps_each_changes_prior_status.sql").read_text())  # before the file
+    assert conn.execute(prior).fetchall() == journal
+    conn.execute("UPDATE memory_units SET status = 'stale' WHERE id = %s", (came_back,))
+    assert conn.execute(prior).fetchall()[-1] == (came_back, "stale", "active")
+
     decay.score_day(conn, day)
     assert [row[0] for row in conn.execute("SELECT unit_id::text FROM decay_scores WHERE day = %s", (day,))] == [left]
     assert quality.units_without_decay(conn, day) == []
