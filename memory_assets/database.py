@@ -335,13 +335,13 @@ def migrate(url: str) -> list[str]:
                 conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, path.name))
                 applied.append(path.name)
                 log.info("applied migration %s", path.name)
+        build = int(migrations[-1].name[:3])  # this build's newest migration
         for path in function_files():
             text = path.read_text()
-            checksum = hashlib.sha256(text.encode()).hexdigest()
+            recorded = {"name": path.name, "function": path.name[:-4], "build": build,
+                        "checksum": hashlib.sha256(text.encode()).hexdigest()}
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
-                recorded = {"name": path.name, "function": path.name[:-4], "checksum": checksum,
-                            "build": int(migrations[-1].name[:3])}
                 if conn.execute(query("database/function_current"), recorded).fetchone():
                     continue
                 conn.execute(text)
