@@ -1,10 +1,10 @@
 -- Forgotten units whose text, or text derived from it, is still held somewhere or could be stored again, one row
--- per (unit, place): the
--- unit row; inbox rows that folded into it, or wait to fold with its content (in any wording it held) since before
--- the forget; a stored bundle revision; a vector; a weekly summary not forgotten (its member links or a cluster name
--- the unit); a member pointer to a summary not forgotten; a near-duplicate merged into it that is not forgotten; and
--- its project not flagged as holding forgotten text (sql/041: remember() would store the text again; a tombstone
--- written while triggers were off, as a data-only restore with --disable-triggers writes them, leaves it so).
+-- per (unit, place): the unit row; inbox rows that folded into it, or wait to fold with its content (in any wording
+-- it held) since before the forget; a stored bundle revision; a vector; a weekly summary not forgotten (its member
+-- links or a cluster name the unit); a member pointer to a summary not forgotten; a near-duplicate merged into it
+-- that is not forgotten; and its project not flagged as holding forgotten text (sql/041 and sql/042: remember() and
+-- the set-based fold would store the text again; a tombstone written while triggers were off, as a data-only restore
+-- with --disable-triggers writes them, leaves it so).
 WITH tombstones AS (
     SELECT u.id, u.project, u.kind, u.number, u.content_hash, u.consolidated_into,
            (u.title <> '' OR u.body <> '' OR u.paths <> '{}' OR u.keywords <> '{}' OR u.tsv <> ''::tsvector) AS texty,
