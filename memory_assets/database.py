@@ -317,37 +317,42 @@ def connection_kwargs() -> dict[str, Any]:
 
 
 def migrate(url: str) -> list[str]:
-    """Apply every sql/NNN_*.sql not yet recorded, then every sql/functions/<name>.sql whose text changed since it was
-    last applied, a numbered one ran since or the function was replaced by hand (the file's definition is the current
-    one; never by a build older than the store), each in its own transaction, serialised across processes."""
+    """Apply every sql/NNN_*.sql not yet recorded, then the sql/functions files that are due (apply_function_files),
+    all in one transaction serialised across processes: no process ever sees, or writes to, a store halfway between
+    two releases (a write between a migration and the functions it was written for would run the old ones)."""
     applied: list[str] = []
     migrations = migration_files()
-    with psycopg.connect(url, **connection_kwargs()) as conn:
+    with psycopg.connect(url, **connection_kwargs()) as conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
+        conn.execute(query("database/create_schema_migrations"))
+        done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
         for path in migrations:
             version = int(path.name[:3])
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
-                conn.execute(query("database/create_schema_migrations"))
-                done = conn.execute("SELECT 1 FROM schema_migrations WHERE version = %s", (version,)).fetchone()
-                if done:
-                    continue
-                conn.execute(path.read_text())
-                conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, path.name))
-                applied.append(path.name)
-                log.info("applied migration %s", path.name)
-        build = int(migrations[-1].name[:3])  # this build's newest migration
-        for path in function_files():
-            text = path.read_text()
-            recorded = {"name": path.name, "function": path.name[:-4], "build": build,
-                        "checksum": hashlib.sha256(text.encode()).hexdigest()}
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
-                if conn.execute(query("database/function_current"), recorded).fetchone():
-                    continue
-                conn.execute(text)
-                conn.execute(query("database/record_function"), recorded)
-                applied.append(f"functions/{path.name}")
-                log.info("applied function %s", path.name)
+            if version in done:
+                continue
+            conn.execute(path.read_text())
+            conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, path.name))
+            applied.append(path.name)
+            log.info("applied migration %s", path.name)
+        applied += apply_function_files(conn, int(migrations[-1].name[:3]))
+    return applied
+
+
+def apply_function_files(conn: psycopg.Connection[Any], build: int) -> list[str]:
+    """Apply each sql/functions/<name>.sql whose text changed since it was last applied, a numbered migration ran
+    since or the function was replaced by hand (the file's definition is the current one), never from a build (its
+    newest migration) older than the store; the files applied."""
+    applied: list[str] = []
+    for path in function_files():
+        text = path.read_text()
+        recorded = {"name": path.name, "function": path.name[:-4], "build": build,
+                    "checksum": hashlib.sha256(text.encode()).hexdigest()}
+        if conn.execute(query("database/function_current"), recorded).fetchone():
+            continue
+        conn.execute(text)
+        conn.execute(query("database/record_function"), recorded)
+        applied.append(f"functions/{path.name}")
+        log.info("applied function %s", path.name)
     return applied
 
 

@@ -1,10 +1,11 @@
 -- A server function that changes is kept as one file, sql/functions/<name>.sql, its current definition: every
 -- migration up to sql/041 that changed a function copied its whole body again (memory_fold four times, the one-row
 -- write five), so the current text was the latest copy among the migrations. migrate() applies each function file
--- after the numbered migrations, again whenever its text changes or a numbered migration has run since (which may
--- have carried an older copy), and never from a build older than the store (a process of the release before, still
--- running through a rolling deploy, would put its copy back). So each edit of a function file comes with a numbered
--- migration like this one, which says why and adds what the new body reads.
+-- after the numbered migrations (in the newest one's transaction when it was just applied), again whenever its text
+-- changes or a numbered migration has run since (which may have carried an older copy), and never from a build older
+-- than the store (a process of the release before, still running through a rolling deploy, would put its copy
+-- back). So each edit of a function file comes with a numbered migration like this one, which says why and adds
+-- what the new body reads.
 --
 -- memory_fold (sql/040's, which remember_many, `import`, the daily ledger fold and a replayed remember() run) is the
 -- first such file. It now probes for forgotten content, and buries rows, only in the projects where some unit was

@@ -169,10 +169,10 @@ def older_fold() -> str:
 
 def test_a_function_file_is_applied_again_when_its_text_changes_or_a_numbered_migration_runs(clean):
     """A function file is the current definition: applied again once its text changes, once the function was
-    replaced by hand, and after a numbered migration, even one whose run ended before the files' (a crash between the
-    two), since a migration may carry an older copy of the function (every one up to sql/041 did); a build older than
-    the store applies none of them, so a process of the release before, still running through a rolling deploy,
-    never puts its copy back."""
+    replaced by hand, and after a numbered migration (one run by hand too), since a migration may carry an older copy
+    of the function (every one up to sql/041 did), in that migration's transaction; a build older than the store
+    applies none of them, so a process of the release before, still running through a rolling deploy, never puts its
+    copy back."""
     fold = "SELECT pg_get_functiondef('memory_fold'::regproc)"
     every_file = [f"functions/{path.name}" for path in database.function_files()]
     last = database.migration_files()[-1].name
@@ -188,7 +188,7 @@ def test_a_function_file_is_applied_again_when_its_text_changes_or_a_numbered_mi
             assert database.migrate(clean) == ["functions/memory_fold.sql"]
             assert conn.execute(fold).fetchone()[0] == current
             conn.execute("UPDATE schema_functions SET migrated_to = migrated_to - 1")  # applied before the last one,
-            conn.execute(older_fold())  # which ran with an older copy, and the process stopped before the files
+            conn.execute(older_fold())  # which was run by hand with an older copy
             assert database.migrate(clean) == every_file
             assert conn.execute(fold).fetchone()[0] == current
             conn.execute("DELETE FROM schema_migrations WHERE name = %s", (last,))  # a store from before the last one
@@ -196,6 +196,10 @@ def test_a_function_file_is_applied_again_when_its_text_changes_or_a_numbered_mi
             conn.execute(older_fold())
             assert database.migrate(clean) == [last, *every_file]
             assert conn.execute(fold).fetchone()[0] == current
+            upgrades = {row[0] for row in conn.execute(  # one transaction: no write falls between the two
+                "SELECT xmin::text FROM schema_migrations WHERE name = %s"
+                " UNION SELECT xmin::text FROM schema_functions", (last,))}
+            assert len(upgrades) == 1, upgrades
             conn.execute("INSERT INTO schema_migrations (version, name) VALUES (999, '999_a_later_release.sql')")
             conn.execute(older_fold())  # the later release's copy, which this older build must leave
             conn.execute("UPDATE schema_functions SET checksum = 'the later release''s'")

@@ -287,8 +287,8 @@ def test_decay_of_a_day_rematerialised_after_votes_changed_and_units_left_or_cam
 def test_a_days_rerun_reads_each_units_status_then_from_its_first_change_since(mem, conn, today):
     """A unit changed since a day's end had, at that end, the status its first change since replaced (sql/044 keeps
     it on each journal row, read by time alone). On a store the release before journaled, sql/044 fills the rows'
-    prior statuses from each unit's row before them, and itself installs the trigger that keeps them: an update
-    journaled before its function file is applied keeps its prior status too."""
+    prior statuses from each unit's row before them, and the trigger that keeps them is in place from the upgrade's
+    commit on (its function file applied in the same transaction): the next update keeps its prior status too."""
     day = today - timedelta(days=1)
     left, came_back = (note(mem, f"Fact {i}", f"The build server {i} restarts on Sundays.").unit_id
                        for i in ("north", "south"))
@@ -304,7 +304,9 @@ def test_a_days_rerun_reads_each_units_status_then_from_its_first_change_since(m
                       (REPO / "sql" / "002_embeddings.sql").read_text(), re.S).group(0)
     conn.execute(older)  # the release before's trigger, and its rows
     conn.execute("UPDATE memory_changes SET prior_status = NULL")
-    conn.execute((REPO / "sql" / "044_journal_keeps_each_changes_prior_status.sql").read_text())  # before the file
+    upgrade = "044_journal_keeps_each_changes_prior_status.sql"
+    conn.execute("DELETE FROM schema_migrations WHERE name = %s", (upgrade,))
+    assert database.migrate(mem.url) == [upgrade, "functions/memory_units_journal.sql"]
     assert conn.execute(prior).fetchall() == journal
     conn.execute("UPDATE memory_units SET status = 'stale' WHERE id = %s", (came_back,))
     assert conn.execute(prior).fetchall()[-1] == (came_back, "stale", "active")
