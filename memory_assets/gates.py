@@ -320,18 +320,18 @@ def validate(
 # --- Exclusion policy ---------------------------------------------------------------------
 
 WORD = re.compile(r"[A-Za-z0-9_]+")
-SESSION_SUMMARY = re.compile(
-    r"\b(in this session|this session,? (i|we)|session summary|summary of (the|this|today'?s) session|"
-    r"today (i|we) (worked|did|fixed|implemented|looked)|(i|we) worked on|what (i|we) did( today)?|"
-    r"(i|we) spent (the|this) session)\b",
-    re.IGNORECASE,
+# Each rule's phrases, regexes matched ignoring case: a rule fires where any of its phrases occurs in the text
+# (a session summary's phrase as whole words)
+SESSION_SUMMARY_PHRASES = (
+    r"in this session", r"this session,? (i|we)", r"session summary", r"summary of (the|this|today'?s) session",
+    r"today (i|we) (worked|did|fixed|implemented|looked)", r"(i|we) worked on", r"what (i|we) did( today)?",
+    r"(i|we) spent (the|this) session",
 )
-TASK_STATE = re.compile(
-    r"(\b(PR|MR|pull request|merge request)\s*#?\d+\b|/pull/\d+|/merge_requests/\d+|"
-    r"\bthis (PR|MR|pull request|branch)\b|"
-    r"\bI (have |just )?(implemented|fixed|added|changed|refactored|updated|opened|merged)\b|"
-    r"\b(ticket|task|issue)\s*#?\d+\b|\bTODO\b|\bWIP\b)",
-    re.IGNORECASE,
+TASK_STATE_PHRASES = (
+    r"\b(PR|MR|pull request|merge request)\s*#?\d+\b", r"/pull/\d+", r"/merge_requests/\d+",
+    r"\bthis (PR|MR|pull request|branch)\b",
+    r"\bI (have |just )?(implemented|fixed|added|changed|refactored|updated|opened|merged)\b",
+    r"\b(ticket|task|issue)\s*#?\d+\b", r"\bTODO\b", r"\bWIP\b",
 )
 REPRO = re.compile(r"(\brepro(duce)?\s*:|```)", re.IGNORECASE)
 LOCATOR = re.compile(
@@ -420,10 +420,10 @@ def exclusion_reason(candidate: Candidate, canon: list[list[int]] | None = None)
         return candidate.kind in V.EXCLUSION_KINDS[reason]
 
     text = f"{candidate.title}\n{candidate.body}"
-    if applies(V.REASON_SESSION_SUMMARY) and SESSION_SUMMARY.search(text):
+    if applies(V.REASON_SESSION_SUMMARY) and _SESSION_SUMMARY(text):
         return V.REASON_SESSION_SUMMARY
     if applies(V.REASON_TASK_STATE) and (
-        TASK_STATE.search(text) or (candidate.task_id and candidate.task_id.lower() in text.lower())
+        _TASK_STATE(text) or (candidate.task_id and candidate.task_id.lower() in text.lower())
     ):
         return V.REASON_TASK_STATE
     if applies(V.REASON_LOCATOR_ONLY) and is_locator_only(candidate.body):
@@ -683,6 +683,19 @@ def _screen(pattern: re.Pattern[str]) -> Callable[[str], object] | None:
         needle = best[0]
         return lambda text: needle in text
     return lambda text: any(needle in text for needle in best)
+
+
+def any_phrase(phrases: Iterable[str]) -> Callable[[str], bool]:
+    """Whether a text holds any of the phrases (regexes ignoring case), as their alternation says, each searched for
+    only where its screen lets it match: the engine tries every branch of a case-insensitive alternation at every
+    position (the task-state rule's took 21 us a candidate, its screened phrases 10)."""
+    searches = [(pattern.search, _screen(pattern)) for pattern in (re.compile(p, re.IGNORECASE) for p in phrases)]
+    return lambda text: any((screen is None or screen(text)) and search(text) is not None
+                            for search, screen in searches)
+
+
+_SESSION_SUMMARY = any_phrase(rf"\b(?:{phrase})\b" for phrase in SESSION_SUMMARY_PHRASES)
+_TASK_STATE = any_phrase(TASK_STATE_PHRASES)
 
 
 class Hint(NamedTuple):

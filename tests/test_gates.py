@@ -31,6 +31,38 @@ def test_each_exclusion_reason_fires(reason, overrides):
     assert gates.gate(candidate(**overrides)) == reason
 
 
+_PHRASE_PIECES = [
+    "in this session", "This Session, we", "SESSION SUMMARY", "summary of today's session", "today we looked",
+    "I worked on", "what we did today", "we spent the session", "PR #12", "mr 7", "pull request 3", "merge request#4",
+    "/pull/9", "/merge_requests/5", "this branch", "this pr", "I have fixed", "i just merged", "ticket 8", "TASK#1",
+    "issue 22", "todo", "WIP", "wip:", "\u0130 fixed", "\u0131 fixed", "\u017fe\u017f\u017fion \u017fummary",
+    "\u212aeep", "T\u0130CKET 4", " ", "\n", "#", "_", "1", "session", "summary", "this", "I", "fixed", "x",
+]
+
+
+@given(st.lists(st.one_of(st.sampled_from(_PHRASE_PIECES), st.text(alphabet=string.ascii_letters + string.digits
+                                                                   + " #/_'\n", max_size=24)), min_size=1, max_size=8))
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_an_exclusion_rule_fires_exactly_where_the_alternation_of_its_phrases_matches(pieces):
+    """Each phrase is searched for only where its screen lets it match: the verdict must be that of one regex of
+    all the phrases, on glued and case-folded spellings (the long s and the dotted I match s and i ignoring case)."""
+    text = "".join(pieces)
+    session = re.compile(r"\b(" + "|".join(gates.SESSION_SUMMARY_PHRASES) + r")\b", re.IGNORECASE)
+    task = re.compile("(" + "|".join(gates.TASK_STATE_PHRASES) + ")", re.IGNORECASE)
+    assert gates._SESSION_SUMMARY(text) == bool(session.search(text))
+    assert gates._TASK_STATE(text) == bool(task.search(text))
+
+
+@pytest.mark.parametrize("text", ["In this \u017fe\u017f\u017fion I fixed it", "T\u0130CKET 4 holds it",
+                                  "we \u017fpent the session", "the plan is \u0131n th\u0131s session"])
+def test_a_phrase_spelled_with_letters_the_engine_folds_still_fires(text):
+    """A screen reads the case-folded text, so a phrase the regex engine matches ignoring case is never skipped."""
+    session = re.compile(r"\b(" + "|".join(gates.SESSION_SUMMARY_PHRASES) + r")\b", re.IGNORECASE)
+    task = re.compile("(" + "|".join(gates.TASK_STATE_PHRASES) + ")", re.IGNORECASE)
+    assert session.search(text) or task.search(text)
+    assert gates._SESSION_SUMMARY(text) or gates._TASK_STATE(text)
+
+
 def test_canon_duplicate_uses_token_jaccard():
     canon_text = "Staging PostgreSQL requires sslmode=require because the proxy refuses plain TCP connections."
     canon = [gates.token_hashes(canon_text)]
