@@ -12,9 +12,10 @@ DECLARE
     fold_projects text[];
     guarded_projects text[];
 BEGIN
-    -- "Unfolded" is spelled coalesce(unit_id IS NULL, false) so that no plan can use the partial index of unfolded
-    -- rows (memory_inbox_unfolded_day): each fold leaves a dead entry there until vacuum, and a plan that filtered
-    -- the keys over it slowed every remember() with the store's write history (16 ms at 30k units written).
+    -- "Unfolded" is spelled coalesce(unit_id IS NULL, false), which implies no partial index of the inbox: a plan
+    -- that filtered the keys over the index of rows awaiting a fold (memory_inbox_awaiting_fold, sql/045), where each
+    -- fold leaves a dead entry until vacuum, slowed every remember() with the store's write history (16 ms at 30k
+    -- units written). Each row a statement below links stops awaiting its fold.
     SELECT coalesce(array_agg(DISTINCT i.project ORDER BY i.project), '{}') INTO fold_projects
     FROM memory_inbox i
     WHERE coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys);
@@ -91,7 +92,8 @@ BEGIN
                 SELECT u.id, now(), CASE WHEN u.origin_inbox_id = i.id THEN 'inserted' ELSE 'duplicate' END
                 FROM memory_units u
                 WHERE u.project = i.project AND u.kind = i.kind AND u.content_hash = i.content_hash
-                  AND u.status IN ('proposed', 'review', 'active', 'flagged', 'stale'))
+                  AND u.status IN ('proposed', 'review', 'active', 'flagged', 'stale')),
+            awaits_fold = false
         WHERE coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)
           AND i.project = ANY (fold_projects)
           AND EXISTS (
@@ -123,7 +125,8 @@ BEGIN
                 FROM memory_forgotten_contents f
                 WHERE f.project = i.project AND f.kind = i.kind AND f.content_hash = i.content_hash
                 ORDER BY f.number
-                LIMIT 1)
+                LIMIT 1),
+            awaits_fold = false
         WHERE coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)
           AND i.project = ANY (guarded_projects)
           AND EXISTS (
@@ -142,7 +145,8 @@ BEGIN
                 SELECT h.unit_id, now(), 'duplicate'
                 FROM memory_held_by(i.project, i.kind, i.content_hash, i.received_at, i.visibility, i.persona) h
                 ORDER BY h.held_until DESC
-                LIMIT 1)
+                LIMIT 1),
+            awaits_fold = false
         WHERE coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)
           AND i.project = ANY (fold_projects)
           AND EXISTS (

@@ -22,8 +22,15 @@ from bench.recall_stages import round_trips
 from memory_assets import authz, database, gates, quality, tokens
 from memory_assets import vocabulary as V
 from memory_assets.api import Memory
-from memory_assets.ledger import canon, capture
-from tests.cases import EXCLUSION_CASES, READS_ITS_SOURCES, SECRETS, rerun_migrations_from, until_waiting_on_a_lock
+from memory_assets.ledger import canon, capture, units
+from tests.cases import (
+    EXCLUSION_CASES,
+    READS_ITS_SOURCES,
+    REPO,
+    SECRETS,
+    rerun_migrations_from,
+    until_waiting_on_a_lock,
+)
 
 GOTCHA = dict(kind="gotcha", type="procedural", title="Dagster 1.13.28 breaks dagster-postgres",
               body="pip resolves a 2021 dagster-postgres with dagster 1.13.28.\n"
@@ -464,6 +471,87 @@ def test_the_one_row_fold_leaves_what_the_set_based_fold_leaves(mem, conn):
 FACT = dict(project="acme", kind="env", type="semantic", title="Relay vendor", body="The relay comes from Ostwind.")
 
 
+AWAITING_BUT_LINKED = "SELECT count(*) FROM memory_inbox WHERE awaits_fold <> (unit_id IS NULL)"
+
+
+def test_an_inbox_row_awaits_a_fold_exactly_until_a_statement_links_it(mem, conn):
+    """The sensor and the daily fold find unfolded rows by awaits_fold (sql/045), which remember() writes false and
+    every statement that links a row clears: on every write path the flag says whether the row has its unit (a row
+    left unlinked with it false would never be folded)."""
+    def awaiting() -> int:
+        assert conn.execute(AWAITING_BUT_LINKED).fetchone()[0] == 0
+        return conn.execute("SELECT count(*) FROM memory_inbox WHERE awaits_fold").fetchone()[0]
+
+    gone = {**FACT, "title": "Gone", "body": "The relay's spare lives in the north cage."}
+    held = mem.remember(**EARLIER, task_id="T-1")
+    mem.remember(**EARLIER, task_id="T-2")  # a duplicate
+    later = [gates.validate(**EARLIER, task_id="T-3"), gates.validate(**{**FACT, "title": "Vendor"}, task_id="T-4"),
+             gates.validate(**{**FACT, "title": "Late"}, task_id="T-5"), gates.validate(**EARLIER, task_id="T-6")]
+    keys = capture.remember_many(conn, later, fold_now=False)["to_fold"]
+    assert awaiting() == 4
+    mem.correct("acme", held.token, body=FACT["body"])
+    capture.fold(conn, keys=keys[:2])  # a link to the unit that held the words (T-3), a new unit (T-4)
+    assert awaiting() == 2
+    mem.remember(**{**FACT, "title": "Late"}, task_id="T-5")  # the replay of a row captured unfolded folds it
+    assert awaiting() == 1
+    mem.forget("acme", held.token, authz.Actor.for_project("acme", "op", forget=True))  # buries T-6, in its words
+    assert awaiting() == 0
+    token = mem.remember(**gone, task_id="T-7").token
+    mem.forget("acme", token, authz.Actor.for_project("acme", "op", forget=True))
+    capture.remember_many(conn, [gates.validate(**gone, task_id="T-8")], fold_now=False)  # buried at its capture
+    capture.remember_many(conn, [gates.validate(**gone, task_id="T-9")])  # buried by the set-based fold
+    assert mem.remember(**gone, task_id="T-10").reason == V.REASON_FORGOTTEN  # buried by the one-row write
+    mem.remember(**{**FACT, "title": "Vendor", "body": "The relay now comes from Nordwind."}, task_id="T-11",
+                 supersedes="mem-2")
+    assert awaiting() == 0
+    outcomes = conn.execute("SELECT outcome, count(*) FROM memory_inbox GROUP BY 1 ORDER BY 1").fetchall()
+    assert outcomes == [(V.INBOX_DUPLICATE, 2), (V.INBOX_FORGOTTEN, 4), (V.INBOX_INSERTED, 5)]
+    assert units.unfolded_days(conn) == []
+
+
+def test_remembers_link_of_its_own_row_is_a_hot_update(conn):
+    """remember() captures its row as awaiting no fold and links it in the same statement: the link changes no
+    indexed column, so it adds no heap tuple to the inbox's indexes, and the partial index of rows awaiting a fold
+    gets no entry (sql/045: before, every write filed its row in three indexes twice)."""
+    with conn.transaction():
+        capture.remember(conn, gates.validate(**FACT, task_id="T-1"))
+        hot, updated = conn.execute("SELECT pg_stat_get_xact_tuples_hot_updated('memory_inbox'::regclass), "
+                                    "pg_stat_get_xact_tuples_updated('memory_inbox'::regclass)").fetchone()
+    assert (hot, updated) == (1, 1)
+    assert conn.execute("SELECT awaits_fold, unit_id IS NOT NULL FROM memory_inbox").fetchall() == [(False, True)]
+
+
+def test_the_upgrade_flags_the_rows_left_unfolded_and_the_next_writes_fold_as_before(mem, conn, today):
+    """A store the release before wrote (no awaits_fold, the partial index on unit_id IS NULL, the functions that
+    wrote neither): sql/045 flags the rows still waiting for their fold, and only those, in the transaction that
+    applies the functions that clear it, so the sensor and the daily fold find them as before."""
+    older = {name: re.search(rf"CREATE OR REPLACE FUNCTION {name}\(.*?\$\$;", (REPO / "sql" / migration).read_text(),
+                             re.S).group(0)
+             for name, migration in (("memory_fold", "040_folds_judge_each_row_by_its_key_and_capture.sql"),
+                                     ("memory_remember_gated",
+                                      "041_one_write_function_probes_forgotten_text_only_where_some_was.sql"))}
+    mem.remember(**FACT, task_id="T-1")
+    waiting = capture.remember_many(conn, [gates.validate(**{**FACT, "title": "Vendor"}, task_id="T-2")],
+                                    fold_now=False)
+    conn.execute("ALTER TABLE memory_inbox DROP COLUMN awaits_fold")  # the rows as the release before left them
+    conn.execute("CREATE INDEX memory_inbox_unfolded_day ON memory_inbox (((received_at AT TIME ZONE 'UTC')::date)) "
+                 "WHERE unit_id IS NULL")
+    for definition in older.values():
+        conn.execute(definition)
+    upgrade = "045_remember_links_its_row_without_a_new_index_entry.sql"
+    conn.execute("DELETE FROM schema_migrations WHERE name = %s", (upgrade,))
+    assert database.migrate(mem.url) == [upgrade, "functions/memory_fold.sql", "functions/memory_remember_gated.sql"]
+    flags = "SELECT task_id, awaits_fold FROM memory_inbox ORDER BY id"
+    assert conn.execute(flags).fetchall() == [("T-1", False), ("T-2", True)]
+    assert conn.execute("SELECT to_regclass('memory_inbox_unfolded_day')").fetchone() == (None,)
+    conn.execute("UPDATE memory_inbox SET received_at = received_at - interval '1 minute'")  # past the grace
+    assert [day for day, _ in units.unfolded_days(conn)] == [today]
+    assert capture.fold(conn, day=today)["inserted"] == 1 and waiting["to_fold"]
+    mem.remember(**{**FACT, "title": "Port"}, task_id="T-3")
+    assert conn.execute(flags).fetchall() == [("T-1", False), ("T-2", False), ("T-3", False)]
+    assert conn.execute(AWAITING_BUT_LINKED).fetchone()[0] == 0
+
+
 def test_contributions_without_a_task_stay_distinct_sources(mem, conn):
     """Two task-less contributions of one fact are two sources (provenance and audience kept); a replay adds none."""
     first = mem.remember(**FACT, persona="ana", session_id="S-1", visibility="private")
@@ -871,9 +959,9 @@ def table_reads(conn: psycopg.Connection) -> dict[str, tuple[int, int]]:
 
 
 def unfolded_index_scans(conn: psycopg.Connection) -> int:
-    """This transaction's scans of the partial index of unfolded inbox rows (full of dead entries: a write that
+    """This transaction's scans of the partial index of inbox rows awaiting a fold (full of dead entries: a write that
     filters its keys over it slows with the store's history), by this backend alone, as table_reads counts."""
-    return conn.execute("SELECT pg_stat_get_xact_numscans('memory_inbox_unfolded_day'::regclass)").fetchone()[0]
+    return conn.execute("SELECT pg_stat_get_xact_numscans('memory_inbox_awaiting_fold'::regclass)").fetchone()[0]
 
 
 @contextlib.contextmanager

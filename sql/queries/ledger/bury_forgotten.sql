@@ -8,7 +8,8 @@ SET (unit_id, folded_at, outcome, title, body, paths, keywords) = (
         FROM memory_forgotten_contents f
         WHERE f.project = i.project AND f.kind = i.kind AND f.content_hash = i.content_hash
         ORDER BY f.number
-        LIMIT 1)
+        LIMIT 1),
+    awaits_fold = false
 WHERE i.idempotency_key = ANY (%(keys)s::text[]) AND coalesce(i.unit_id IS NULL, false)
   AND EXISTS (
       SELECT 1 FROM memory_forgotten_contents f

@@ -3,7 +3,7 @@
 -- them: linked to the tombstone).
 UPDATE memory_inbox i
 SET title = '', body = '', paths = '{}', keywords = '{}', unit_id = u.id,
-    outcome = coalesce(i.outcome, {inbox_forgotten}), folded_at = coalesce(i.folded_at, now())
+    outcome = coalesce(i.outcome, {inbox_forgotten}), folded_at = coalesce(i.folded_at, now()), awaits_fold = false
 FROM memory_units u
 WHERE u.id = ANY (%(ids)s::uuid[])
   AND (i.unit_id = u.id
