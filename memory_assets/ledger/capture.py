@@ -145,7 +145,7 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersed
             return RememberResult(status=V.OUTCOME_REJECTED, reason=reason)
         with tracing.span("memory.remember.fold"):
             # without a supersession, the capture and fold are one statement (a server-side function,
-            # sql/022_remember_checks_the_canon.sql), its own transaction on an autocommit connection: one round
+            # sql/functions/memory_remember_gated.sql), its own transaction on an autocommit connection: one round
             # trip, and the counter row is locked from the fold to the commit only, never across a round trip or
             # this thread's turn for the GIL
             outcome, unit_id, number, status, replayed = (
