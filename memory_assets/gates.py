@@ -625,8 +625,10 @@ _CASE_FOLD = _case_fold_table()
 @functools.lru_cache(maxsize=8)
 def case_folded(text: str) -> str:
     """The text as case-insensitive screens read it, one character for each: a literal of ASCII letters occurs in
-    it exactly where the regex engine matches that literal ignoring case. Cached: every screen of a form reads it."""
-    return text.translate(_CASE_FOLD or {}).lower()
+    it exactly where the regex engine matches that literal ignoring case. Cached: every screen of a form reads it.
+    An ASCII text holds none of the fold's characters, and its translation took 3.4 us of the gates' ~90 (each of a
+    candidate's ~5 forms) where lower() alone takes 0.15."""
+    return text.lower() if text.isascii() else text.translate(_CASE_FOLD or {}).lower()
 
 
 def _parsed(pattern: re.Pattern[str]) -> tuple[list[Any], bool] | None:

@@ -471,6 +471,14 @@ def test_the_case_folded_text_holds_a_letter_exactly_where_the_regex_engine_matc
         assert matched == {i for i, c in enumerate(folded) if c == letter}, letter
 
 
+@given(st.text(max_size=64))
+@settings(max_examples=300, deadline=None)
+def test_the_case_folded_text_is_the_fold_whether_or_not_the_text_is_ascii(text):
+    """An ASCII text skips the fold's translation (none of its characters is in the table): the same text either way."""
+    for form in (text, text.encode("ascii", "ignore").decode()):
+        assert gates.case_folded(form) == form.translate(gates._CASE_FOLD or {}).lower()
+
+
 @pytest.mark.parametrize("text", ["PR\u0130VATE-KEY: Zq8hunter2hunter2", "db_pa\u017f\u017fword: Zq8hunter2hunter2",
                                   "BEARER abcdefghijklmnop1234", "Client_Secret=Zq8hunter2hunter2"])
 def test_a_case_insensitive_screen_passes_every_spelling_of_its_keyword(text):
