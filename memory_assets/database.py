@@ -601,6 +601,18 @@ def statistics_stale(conn: psycopg.Connection[Any], table: str, written: int = 0
     return bool(one(conn.execute(query("database/statistics_stale"), {"table": table, "written": written}))[0])
 
 
+def analyse_if_never_analysed(conn: psycopg.Connection[Any], table: str) -> bool:
+    """ANALYZE a table no ANALYZE or VACUUM has read yet (autovacuum's first comes after 50 rows, within its nap), so
+    that no session makes its plans on it without statistics from now on: the planner then prices a young table's
+    indexes led by the same column alike, and a generic plan kept for the session's life may read by the shorter
+    key (docs/scaling.md item 50); False, doing nothing, inside the caller's transaction or once it has statistics."""
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return False
+    if not one(conn.execute(query("database/never_analysed"), {"table": table}))[0]:
+        return False
+    return analyse(conn, table)
+
+
 def analyse(conn: psycopg.Connection[Any], table: str) -> bool:
     """ANALYZE a table unless a VACUUM or ANALYZE already running on it holds it (False): the statistics' refresh."""
     return maintained(conn, sql.SQL("ANALYZE {}").format(sql.Identifier(table)), None,

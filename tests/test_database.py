@@ -566,6 +566,21 @@ def test_statistics_are_refreshed_once_writes_pass_autovacuums_threshold_and_not
         database.refresh_statistics(conn, V.UNITS_TABLE, written=1000)
 
 
+def test_a_table_no_analyze_has_read_is_analysed_once_and_never_inside_the_callers_transaction(
+        analysed_by_refreshes_only):
+    """remember() has a young store's units analysed at a project's 50th unit (capture.remember): only while no
+    ANALYZE or VACUUM has read them, since their statistics are autovacuum's to keep after that, and never inside the
+    caller's transaction, whose end its lock would wait for."""
+    conn = analysed_by_refreshes_only
+    capture.remember_many(conn, service_facts(20))
+    with conn.transaction():
+        assert not database.analyse_if_never_analysed(conn, V.UNITS_TABLE)
+    assert units_counted(conn) < 0
+    assert database.analyse_if_never_analysed(conn, V.UNITS_TABLE) and units_counted(conn) == 20
+    capture.remember_many(conn, service_facts(200, offset=20))
+    assert not database.analyse_if_never_analysed(conn, V.UNITS_TABLE) and units_counted(conn) == 20
+
+
 def test_a_refresh_merges_the_full_text_indexs_pending_entries(analysed_by_refreshes_only):
     """A bulk write leaves its rows' lexemes in the GIN index's pending list, which the planner prices into every
     scan of it: after a 10,000-unit load a reader's full-text leg read the whole table (7.3 ms) until

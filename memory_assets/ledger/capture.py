@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 
 from memory_assets import audit, gates, lifecycle, tokens, tracing
 from memory_assets import vocabulary as V
-from memory_assets.database import one, query
+from memory_assets.database import analyse_if_never_analysed, one, query
 from memory_assets.errors import ValidationError
 from memory_assets.ledger import canon, units
 
@@ -163,6 +163,8 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersed
         with conn.transaction():
             record_rejection(conn, candidate.project, candidate.feed, V.REASON_FORGOTTEN)
         return RememberResult(status=V.OUTCOME_REJECTED, reason=V.REASON_FORGOTTEN)
+    if number == V.UNITS_ANALYSED_BY_NUMBER:  # a project's 50th unit: a young store gets its first statistics now
+        analyse_if_never_analysed(conn, V.UNITS_TABLE)
     status = V.OUTCOME_DUPLICATE if (outcome == V.INBOX_DUPLICATE or (replayed and not resent)) else status
     return RememberResult(status=status, token=tokens.token_of(number), unit_id=str(unit_id))
 

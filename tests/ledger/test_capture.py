@@ -1079,6 +1079,25 @@ def test_a_connection_that_wrote_to_a_small_store_reads_no_whole_table_once_it_g
     assert all(counts[t][1] <= 20 for t in WRITE_TABLES), counts  # a few rows, not 2,008
 
 
+def test_a_session_that_first_writes_to_a_young_store_past_its_first_units_reads_by_key(unanalysed):
+    """A session plans the write's live probe on the units as they are at its first write: on a young store that no
+    ANALYZE has read, past ~100 units (the live-content btree a level deeper than the one of numbers) the planner
+    read by (project, number), every unit of the project per write, until autovacuum's first ANALYZE; a project's
+    50th unit has the store analysed first (docs/scaling.md item 50)."""
+    def fact(i: int) -> gates.Candidate:
+        return gates.validate(project="acme", kind="env", type="semantic", title="Relay", body=f"Relay {i} is up.")
+
+    unanalysed.execute("ALTER TABLE memory_units SET (autovacuum_enabled = false)")  # its nap could come first
+    for i in range(150):
+        capture.remember(unanalysed, fact(i))
+    with psycopg.connect(unanalysed.info.dsn, **database.connection_kwargs()) as later:
+        for i in range(150, 450):  # its plans made at the first
+            capture.remember(later, fact(i))
+        with reads(later) as counts:
+            assert capture.remember(later, fact(999)).token == f"{V.TOKEN_PREFIX}451"
+    assert counts["memory_units"][1] <= 20, counts  # a few rows, not 450
+
+
 def gate_in_worker_processes_and_return() -> None:
     """What a spawned process runs: gate a candidate in the worker processes, then end."""
     candidate = gates.validate(project="acme", kind="env", type="semantic", title="Port", body="It listens on 8000.")
