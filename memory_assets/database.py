@@ -602,11 +602,9 @@ def statistics_stale(conn: psycopg.Connection[Any], table: str, written: int = 0
 
 
 def analyse_if_never_analysed(conn: psycopg.Connection[Any], table: str) -> bool:
-    """ANALYZE a table no ANALYZE or VACUUM has read yet (autovacuum's first comes after 50 rows, within its nap), so
-    that no session makes its plans on it without statistics from now on: the planner then prices a young table's
-    indexes led by the same column alike, and a generic plan kept for the session's life may read by the shorter
-    key (docs/scaling.md item 50); False, doing nothing, inside the caller's transaction or once it has statistics."""
-    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+    """ANALYZE a table no ANALYZE or VACUUM has read yet, so no session plans on it without statistics from now on
+    (False, doing nothing, on a connection that is not autocommit or is in a transaction: its lock would last)."""
+    if not conn.autocommit or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         return False
     if not one(conn.execute(query("database/never_analysed"), {"table": table}))[0]:
         return False

@@ -224,7 +224,7 @@ UNITS_TABLE = "memory_units"
 # The unit number at which remember() has the units analysed if no ANALYZE ever read them (autovacuum's first comes
 # after 50 rows, within its one-minute nap): a session that first writes to a young store past ~100 units plans the
 # write's live probe by (project, number), one btree level shallower, and reads every unit of the project per write
-UNITS_ANALYSED_BY_NUMBER = 50
+UNITS_ANALYSED_AT_NUMBER = 50
 STATISTICS_REFRESHED = "statistics_refreshed"
 ANALYZE_LOCK_TIMEOUT_MS = 500
 # Self-healing (database.open_pool, database.revive, the dagster.yaml runner.dagster_home writes)

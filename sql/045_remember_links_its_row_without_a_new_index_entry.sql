@@ -11,7 +11,7 @@
 -- Rows stored before this migration read false (the column's first default, no rewrite of the table); the unfolded
 -- ones among them are flagged, then captures default to true.
 --
--- sql/functions/memory_fold.sql sha256 b7e2b828ea6106408086efb608c57fd2a901ef70a841695417379b10e9e29da4
+-- sql/functions/memory_fold.sql sha256 e152759a757691a2b6417abb9d0cd9149205b20c6f936d64e530b1dda99c3f61
 -- sql/functions/memory_remember_gated.sql sha256 972a9ad93776d46efd0849d3813e2e3f90430d45b7226c5d669a92981f730a7f
 ALTER TABLE memory_inbox ADD COLUMN IF NOT EXISTS awaits_fold boolean NOT NULL DEFAULT false;
 ALTER TABLE memory_inbox ALTER COLUMN awaits_fold SET DEFAULT true;

@@ -163,8 +163,8 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersed
         with conn.transaction():
             record_rejection(conn, candidate.project, candidate.feed, V.REASON_FORGOTTEN)
         return RememberResult(status=V.OUTCOME_REJECTED, reason=V.REASON_FORGOTTEN)
-    if number == V.UNITS_ANALYSED_BY_NUMBER:  # a project's 50th unit: a young store gets its first statistics now
-        analyse_if_never_analysed(conn, V.UNITS_TABLE)
+    if outcome == V.INBOX_INSERTED and not replayed and number == V.UNITS_ANALYSED_AT_NUMBER:
+        analyse_if_never_analysed(conn, V.UNITS_TABLE)  # a project's 50th unit: a young store's first statistics
     status = V.OUTCOME_DUPLICATE if (outcome == V.INBOX_DUPLICATE or (replayed and not resent)) else status
     return RememberResult(status=status, token=tokens.token_of(number), unit_id=str(unit_id))
 

@@ -12,10 +12,11 @@ DECLARE
     fold_projects text[];
     guarded_projects text[];
 BEGIN
-    -- "Unfolded" is spelled coalesce(unit_id IS NULL, false), which implies no partial index of the inbox: a plan
-    -- that filtered the keys over the index of rows awaiting a fold (memory_inbox_awaiting_fold, sql/045), where each
-    -- fold leaves a dead entry until vacuum, slowed every remember() with the store's write history (16 ms at 30k
-    -- units written). Each row a statement below links stops awaiting its fold.
+    -- Rows are read by their keys alone: "unfolded" is spelled coalesce(unit_id IS NULL, false) since sql/018, when
+    -- the partial index of unfolded rows was on unit_id IS NULL and a plan that filtered the keys over it (a dead
+    -- entry per past fold) slowed every remember() with the store's write history (16 ms at 30k units written); that
+    -- index is on awaits_fold since sql/045, which no statement here filters by. Each row a statement below links
+    -- stops awaiting its fold.
     SELECT coalesce(array_agg(DISTINCT i.project ORDER BY i.project), '{}') INTO fold_projects
     FROM memory_inbox i
     WHERE coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys);

@@ -369,10 +369,10 @@ def test_named_queries_spell_the_live_statuses_from_the_vocabulary():
 
 
 def test_the_fold_functions_speak_the_vocabulary(conn):
-    """memory_fold (sql/018, sql/040) and memory_remember_gated (sql/022, sql/041) spell statuses, outcomes,
-    visibilities, the token prefix, the kill switch and the column lists as literals: read back from the database,
-    they are the vocabulary's, so the probes and the ON CONFLICT match the live-content index, the captured columns
-    match the inbox's, and the one-row fold writes a unit and a source exactly as the set-based one does."""
+    """memory_fold and memory_remember_gated (sql/functions/) spell statuses, outcomes, visibilities, the token
+    prefix, the kill switch and the column lists as literals: read back from the database, they are the vocabulary's,
+    so the probes and the ON CONFLICT match the live-content index, the captured columns match the inbox's, and the
+    one-row fold writes a unit and a source exactly as the set-based one does."""
     fold, remember = (" ".join(conn.execute(f"SELECT pg_get_functiondef('{name}'::regproc)").fetchone()[0].split())
                       for name in ("memory_fold", "memory_remember_gated"))
     live = f"status IN {database.sql_list(V.LIVE_STATUSES)}"
@@ -531,8 +531,7 @@ def test_the_upgrade_flags_the_rows_left_unfolded_and_the_next_writes_fold_as_be
                                      ("memory_remember_gated",
                                       "041_one_write_function_probes_forgotten_text_only_where_some_was.sql"))}
     mem.remember(**FACT, task_id="T-1")
-    waiting = capture.remember_many(conn, [gates.validate(**{**FACT, "title": "Vendor"}, task_id="T-2")],
-                                    fold_now=False)
+    capture.remember_many(conn, [gates.validate(**{**FACT, "title": "Vendor"}, task_id="T-2")], fold_now=False)
     conn.execute("ALTER TABLE memory_inbox DROP COLUMN awaits_fold")  # the rows as the release before left them
     conn.execute("CREATE INDEX memory_inbox_unfolded_day ON memory_inbox (((received_at AT TIME ZONE 'UTC')::date)) "
                  "WHERE unit_id IS NULL")
@@ -546,7 +545,7 @@ def test_the_upgrade_flags_the_rows_left_unfolded_and_the_next_writes_fold_as_be
     assert conn.execute("SELECT to_regclass('memory_inbox_unfolded_day')").fetchone() == (None,)
     conn.execute("UPDATE memory_inbox SET received_at = received_at - interval '1 minute'")  # past the grace
     assert [day for day, _ in units.unfolded_days(conn)] == [today]
-    assert capture.fold(conn, day=today)["inserted"] == 1 and waiting["to_fold"]
+    assert capture.fold(conn, day=today)["inserted"] == 1
     mem.remember(**{**FACT, "title": "Port"}, task_id="T-3")
     assert conn.execute(flags).fetchall() == [("T-1", False), ("T-2", False), ("T-3", False)]
     assert conn.execute(AWAITING_BUT_LINKED).fetchone()[0] == 0

@@ -1,10 +1,10 @@
 -- Move the COPY-staged candidates into the inbox in arrival order; a replayed idempotency key is a no-op. The keys
 -- of the staged rows that wait for a fold, each with whether this statement wrote it: the rows written, and with
 -- `replays` (a caller that folds later, by keys), replays of the keys given captured earlier and never folded (an
--- import stopped between a capture and its fold). "Unfolded" is spelled as memory_fold spells it (sql/018 says
+-- import stopped between a capture and its fold). "Unfolded" is spelled as memory_fold spells it (its file says
 -- why). Without `replays` the second leg is off by a flag, never by an empty key list: a constant `= ANY ('{}')`
--- is false, which "implies" the partial index of unfolded rows, and the planner read that index (a dead entry per
--- past fold) on every remember_many once the inbox was analysed.
+-- is false, which "implies" any partial index (then the one of unfolded rows, now that of rows awaiting a fold),
+-- and the planner read that index (a dead entry per past fold) on every remember_many once the inbox was analysed.
 WITH written AS (
     INSERT INTO memory_inbox ({inbox_columns})
     SELECT {inbox_columns} FROM inbox_stage ORDER BY id
