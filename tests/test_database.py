@@ -570,11 +570,17 @@ def test_a_table_no_analyze_has_read_is_analysed_once_and_never_inside_the_calle
         analysed_by_refreshes_only):
     """remember() has a young store's units analysed at a project's 50th unit (capture.remember): only while no
     ANALYZE or VACUUM has read them, since their statistics are autovacuum's to keep after that, and never inside the
-    caller's transaction, whose end its lock would wait for."""
+    caller's transaction, whose end its lock would wait for, nor on a connection that is not autocommit."""
     conn = analysed_by_refreshes_only
     capture.remember_many(conn, service_facts(20))
     with conn.transaction():
         assert not database.analyse_if_never_analysed(conn, V.UNITS_TABLE)
+    conn.autocommit = False  # a connection of another kind of pool: not a read, so no transaction left open
+    try:
+        assert not database.analyse_if_never_analysed(conn, V.UNITS_TABLE)
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    finally:
+        conn.autocommit = True
     assert units_counted(conn) < 0
     assert database.analyse_if_never_analysed(conn, V.UNITS_TABLE) and units_counted(conn) == 20
     capture.remember_many(conn, service_facts(200, offset=20))
