@@ -64,10 +64,11 @@ def inbox_row(candidate: gates.Candidate) -> tuple[Any, ...]:
 
 
 def capture(conn: psycopg.Connection[Any], candidates: list[gates.Candidate],
-            replays: bool = False) -> tuple[list[str], list[str]]:
+            folds_later: bool = False) -> tuple[list[str], list[str]]:
     """Append gated candidates to the inbox in one COPY-backed statement; replays (same idempotency key) are no-ops.
-    The keys of the rows it wrote, and of the candidates' rows that wait for a fold: those, and with `replays`
-    (for a caller that folds later, by keys) replays of rows captured earlier and never folded."""
+    The keys of the rows it wrote, and of the candidates' rows that wait for a fold: those, and for a caller that
+    `folds_later` (by keys, in another transaction) replays of rows captured earlier and never folded, the rows it
+    writes then flagged as awaiting that fold (a caller folding them in this transaction links them in HOT updates)."""
     if not candidates:
         return [], []
     columns = ", ".join(V.INBOX_COLUMNS)
@@ -76,8 +77,8 @@ def capture(conn: psycopg.Connection[Any], candidates: list[gates.Candidate],
         with cur.copy(f"COPY inbox_stage ({columns}) FROM STDIN") as copy:
             for candidate in candidates:
                 copy.write_row(inbox_row(candidate))
-        keys = [c.idempotency_key for c in candidates] if replays else []  # read only when replaying
-        cur.execute(query("ledger/insert_staged"), {"keys": keys, "replays": replays})
+        keys = [c.idempotency_key for c in candidates] if folds_later else []  # read only when replaying
+        cur.execute(query("ledger/insert_staged"), {"keys": keys, "folds_later": folds_later})
         staged = cur.fetchall()
         cur.execute("DELETE FROM inbox_stage")
     return [key for key, written in staged if written], [key for key, _ in staged]
@@ -325,7 +326,7 @@ def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidat
         for (_, _, reason), (candidate, count) in rejections.items():
             record_rejection(conn, candidate.project, candidate.feed, reason, count)
             rejected[reason] = rejected.get(reason, 0) + count
-        written, to_fold = capture(conn, passed, replays=not fold_now)  # a fold now takes its replays by key
+        written, to_fold = capture(conn, passed, folds_later=not fold_now)  # a fold now takes its replays by key
         if written and not fold_now and not fold_soon:  # forgotten text never waits in the inbox for a fold
             conn.execute(query("ledger/bury_forgotten"), {"keys": written})
         keys = list(dict.fromkeys(c.idempotency_key for c in passed))

@@ -521,6 +521,20 @@ def test_remembers_link_of_its_own_row_is_a_hot_update(conn):
     assert conn.execute("SELECT awaits_fold, unit_id IS NOT NULL FROM memory_inbox").fetchall() == [(False, True)]
 
 
+def test_a_bulk_write_that_folds_in_its_own_transaction_links_its_rows_in_hot_updates(conn):
+    """remember_many folds what it captures in the same transaction, so its rows never await a fold: the fold's
+    links change no indexed column (HOT); a capture left to a later fold (the import's) flags its rows."""
+    rows = [gates.validate(**{**FACT, "title": f"Relay {i}"}, task_id=f"T-{i}") for i in range(3)]
+    with conn.transaction():
+        assert capture.remember_many(conn, rows)["inserted"] == 3
+        hot, updated = conn.execute("SELECT pg_stat_get_xact_tuples_hot_updated('memory_inbox'::regclass), "
+                                    "pg_stat_get_xact_tuples_updated('memory_inbox'::regclass)").fetchone()
+    assert (hot, updated) == (3, 3)
+    capture.remember_many(conn, [gates.validate(**FACT, task_id="T-9")], fold_now=False)
+    flags = conn.execute("SELECT task_id, awaits_fold FROM memory_inbox ORDER BY id").fetchall()
+    assert flags == [("T-0", False), ("T-1", False), ("T-2", False), ("T-9", True)]
+
+
 def test_the_upgrade_flags_the_rows_left_unfolded_and_the_next_writes_fold_as_before(mem, conn, today):
     """A store the release before wrote (no awaits_fold, the partial index on unit_id IS NULL, the functions that
     wrote neither): sql/045 flags the rows still waiting for their fold, and only those, in the transaction that
