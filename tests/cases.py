@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -282,6 +283,14 @@ def rerun_migrations_from(conn: Any, name: str) -> None:
     files = database.migration_files()
     for file in [*files[[f.name for f in files].index(name):], *database.function_files()]:
         conn.execute(file.read_text())
+
+
+def function_in_migration(name: str, migration: str) -> str:
+    """A server function's definition as a numbered migration copied it: an earlier release's, to put back."""
+    text = (database.sql_dir() / migration).read_text()
+    found = re.search(rf"CREATE OR REPLACE FUNCTION {name}\(.*?\$\$;", text, re.S)
+    assert found, (name, migration)
+    return found.group(0)
 
 
 def backdate(conn: Any, columns: tuple[tuple[str, str], ...], by: str) -> None:

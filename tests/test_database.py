@@ -18,7 +18,7 @@ import pytest
 from memory_assets import database
 from memory_assets import vocabulary as V
 from memory_assets.ledger import capture
-from tests.cases import full_text_merged, service_facts, units_counted
+from tests.cases import full_text_merged, function_in_migration, service_facts, units_counted
 
 NAMED_PARAMETER = re.compile(r"%\((\w+)\)s")
 DDL = re.compile(r"^(\s*--[^\n]*\n)*\s*(CREATE|ALTER|DROP)\b")
@@ -162,9 +162,7 @@ def test_the_newest_migration_naming_a_function_file_records_its_text():
 
 def older_fold() -> str:
     """sql/040's memory_fold, the copy before its file."""
-    return re.search(r"CREATE OR REPLACE FUNCTION memory_fold\(.*?\$\$;",
-                     (database.sql_dir() / "040_folds_judge_each_row_by_its_key_and_capture.sql").read_text(),
-                     re.S).group(0)
+    return function_in_migration("memory_fold", "040_folds_judge_each_row_by_its_key_and_capture.sql")
 
 
 def test_a_function_file_is_applied_again_when_its_text_changes_or_a_numbered_migration_runs(clean):
@@ -215,11 +213,9 @@ def test_a_function_file_is_applied_again_when_its_text_changes_or_a_numbered_mi
 
 def sql_functions_before_034() -> str:
     """sql/001's and sql/027's definitions of the functions sql/034 replaced, read from those migrations."""
-    ledger, entries = ((database.sql_dir() / name).read_text() for name in ("001_ledger.sql",
-                                                                            "027_full_text_matches.sql"))
-    return "\n".join(re.search(rf"CREATE OR REPLACE FUNCTION {name}\(.*?\$\$;", text, re.S).group(0)
-                     for name, text in (("memory_text_of", ledger), ("memory_private_entries", entries),
-                                        ("memory_unit_entries", entries)))
+    return "\n".join(function_in_migration(name, migration) for name, migration in (
+        ("memory_text_of", "001_ledger.sql"), ("memory_private_entries", "027_full_text_matches.sql"),
+        ("memory_unit_entries", "027_full_text_matches.sql")))
 
 
 def test_the_entries_index_sql_027s_functions_built_finds_through_sql_034s_what_a_scan_finds(mem, conn):

@@ -2,7 +2,6 @@
 
 import json
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -20,7 +19,7 @@ from memory_assets.database import query
 from memory_assets.defs import runner
 from memory_assets.errors import ScopeError, ValidationError
 from memory_assets.ledger import capture
-from tests.cases import FLIGHTS, REPO, backdate, embed_all, flights
+from tests.cases import FLIGHTS, REPO, backdate, embed_all, flights, function_in_migration
 from tests.cases import SERVING_MODEL as T1
 
 
@@ -300,9 +299,7 @@ def test_a_days_rerun_reads_each_units_status_then_from_its_first_change_since(m
     journal = conn.execute(prior).fetchall()
     assert [row[2] for row in journal] == [None, None, "active", "active", "retired"]  # the inserts have none
 
-    older = re.search(r"CREATE OR REPLACE FUNCTION memory_units_journal\(\).*?\$\$;",
-                      (REPO / "sql" / "002_embeddings.sql").read_text(), re.S).group(0)
-    conn.execute(older)  # the release before's trigger, and its rows
+    conn.execute(function_in_migration("memory_units_journal", "002_embeddings.sql"))  # the release before's trigger
     conn.execute("UPDATE memory_changes SET prior_status = NULL")
     upgrade = "044_journal_keeps_each_changes_prior_status.sql"
     conn.execute("DELETE FROM schema_migrations WHERE name = %s", (upgrade,))

@@ -26,8 +26,8 @@ from memory_assets.ledger import canon, capture, units
 from tests.cases import (
     EXCLUSION_CASES,
     READS_ITS_SOURCES,
-    REPO,
     SECRETS,
+    function_in_migration,
     rerun_migrations_from,
     until_waiting_on_a_lock,
 )
@@ -509,14 +509,19 @@ def test_an_inbox_row_awaits_a_fold_exactly_until_a_statement_links_it(mem, conn
     assert units.unfolded_days(conn) == []
 
 
+def inbox_updates(conn: psycopg.Connection) -> tuple[int, int]:
+    """This transaction's updates of inbox rows: those that were HOT (no new index entry), and all of them."""
+    return conn.execute("SELECT pg_stat_get_xact_tuples_hot_updated('memory_inbox'::regclass), "
+                        "pg_stat_get_xact_tuples_updated('memory_inbox'::regclass)").fetchone()
+
+
 def test_remembers_link_of_its_own_row_is_a_hot_update(conn):
     """remember() captures its row as awaiting no fold and links it in the same statement: the link changes no
     indexed column, so it adds no heap tuple to the inbox's indexes, and the partial index of rows awaiting a fold
     gets no entry (sql/045: before, every write filed its row in three indexes twice)."""
     with conn.transaction():
         capture.remember(conn, gates.validate(**FACT, task_id="T-1"))
-        hot, updated = conn.execute("SELECT pg_stat_get_xact_tuples_hot_updated('memory_inbox'::regclass), "
-                                    "pg_stat_get_xact_tuples_updated('memory_inbox'::regclass)").fetchone()
+        hot, updated = inbox_updates(conn)
     assert (hot, updated) == (1, 1)
     assert conn.execute("SELECT awaits_fold, unit_id IS NOT NULL FROM memory_inbox").fetchall() == [(False, True)]
 
@@ -527,8 +532,7 @@ def test_a_bulk_write_that_folds_in_its_own_transaction_links_its_rows_in_hot_up
     rows = [gates.validate(**{**FACT, "title": f"Relay {i}"}, task_id=f"T-{i}") for i in range(3)]
     with conn.transaction():
         assert capture.remember_many(conn, rows)["inserted"] == 3
-        hot, updated = conn.execute("SELECT pg_stat_get_xact_tuples_hot_updated('memory_inbox'::regclass), "
-                                    "pg_stat_get_xact_tuples_updated('memory_inbox'::regclass)").fetchone()
+        hot, updated = inbox_updates(conn)
     assert (hot, updated) == (3, 3)
     capture.remember_many(conn, [gates.validate(**FACT, task_id="T-9")], fold_now=False)
     flags = conn.execute("SELECT task_id, awaits_fold FROM memory_inbox ORDER BY id").fetchall()
@@ -539,17 +543,15 @@ def test_the_upgrade_flags_the_rows_left_unfolded_and_the_next_writes_fold_as_be
     """A store the release before wrote (no awaits_fold, the partial index on unit_id IS NULL, the functions that
     wrote neither): sql/045 flags the rows still waiting for their fold, and only those, in the transaction that
     applies the functions that clear it, so the sensor and the daily fold find them as before."""
-    older = {name: re.search(rf"CREATE OR REPLACE FUNCTION {name}\(.*?\$\$;", (REPO / "sql" / migration).read_text(),
-                             re.S).group(0)
-             for name, migration in (("memory_fold", "040_folds_judge_each_row_by_its_key_and_capture.sql"),
-                                     ("memory_remember_gated",
-                                      "041_one_write_function_probes_forgotten_text_only_where_some_was.sql"))}
+    older = [function_in_migration("memory_fold", "040_folds_judge_each_row_by_its_key_and_capture.sql"),
+             function_in_migration("memory_remember_gated",
+                                   "041_one_write_function_probes_forgotten_text_only_where_some_was.sql")]
     mem.remember(**FACT, task_id="T-1")
     capture.remember_many(conn, [gates.validate(**{**FACT, "title": "Vendor"}, task_id="T-2")], fold_now=False)
     conn.execute("ALTER TABLE memory_inbox DROP COLUMN awaits_fold")  # the rows as the release before left them
     conn.execute("CREATE INDEX memory_inbox_unfolded_day ON memory_inbox (((received_at AT TIME ZONE 'UTC')::date)) "
                  "WHERE unit_id IS NULL")
-    for definition in older.values():
+    for definition in older:
         conn.execute(definition)
     upgrade = "045_remember_links_its_row_without_a_new_index_entry.sql"
     conn.execute("DELETE FROM schema_migrations WHERE name = %s", (upgrade,))
