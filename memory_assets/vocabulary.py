@@ -161,6 +161,9 @@ IMPORT_ERRORS_SHOWN = 1000  # bad lines an import reports by number (every one i
 IMPORT_MAX_DEPTH = 8             # JSON nesting an import line may have (a candidate needs 2)
 IMPORT_MAX_NUMBER_CHARS = 64     # digits of one JSON number (Python refuses ints over 4300 digits with ValueError)
 IMPORT_BATCH = 1000              # import lines per remember_many call (one transaction each)
+IMPORT_FIRST_BATCH = 250        # an import's first batch, each next one twice as large up to IMPORT_BATCH: the first
+#                                  fold starts once 250 lines are read, gated and captured, not 1,000
+IMPORT_WRITERS = 2               # an import's writer threads: one captures a batch while the other folds the one before
 GATE_PROCESS_MIN_BATCH = 256     # remember_many gates in worker processes (when asked to) from this many candidates
 GATE_CHUNKS_PER_WORKER = 4       # chunks per gate worker and batch: a slow chunk leaves the others busy
 

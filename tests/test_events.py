@@ -173,7 +173,7 @@ def test_the_kill_switch_stops_every_write_block_and_event(mem, conn):
     assert mem.remember(**{**fact, "body": "password=" + "Tr0ub4dor-and-3"}).status == "off"  # not even counted
     assert mem.remember(**{**fact, "body": "The cache warms at 05:00."}, supersedes=token).status == "off"
     assert mem.remember_many([gates.validate(**{**fact, "title": "Another"})]) == {
-        "captured": 0, "inserted": 0, "rejected": {}, "to_fold": [], "off": True}
+        "captured": 0, "inserted": 0, "rejected": {}, "to_fold": [], "refused": {}, "off": True}
     assert mem.prompt_block("acme") == ""
     assert mem.prompt_block("acme", query="cache warm-up") == ""
     assert mem.prompt_block("acme", task_id="T-1") == ""

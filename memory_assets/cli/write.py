@@ -5,12 +5,13 @@ from __future__ import annotations
 import heapq
 import json
 import os
+import threading
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, BinaryIO
 
 import click
-import psycopg
 from tqdm import tqdm
 
 from memory_assets import gates
@@ -74,127 +75,126 @@ def remember(project: str | None, kind: str | None, type_: str | None, title: st
     emit(data, as_json, f"{result.status} {result.token or result.reason}")
 
 
+class _Turn:
+    """One batch's place in the import's order: its capture starts once the batch before it is captured, and its
+    fold once the batch before it has committed (or failed). So every wait runs from a batch to the one before it,
+    never back: a line repeated in the next batch waits for this batch's commit, and units are numbered as the
+    lines come."""
+
+    def __init__(self, before: _Turn | None) -> None:
+        self.before = before
+        self.captured = threading.Event()
+        self.ended = threading.Event()
+
+    def fold_in_turn(self) -> None:
+        """Between the capture and the fold (remember_many's before_fold): let the next batch capture, and wait for
+        the batch before this one to end its transaction."""
+        self.captured.set()
+        if self.before is not None:
+            self.before.ended.wait()
+
+    def end(self) -> None:
+        """The batch's transaction has ended, committed or not: the next batch may fold."""
+        self.captured.set()
+        self.ended.set()
+
+
 class _Import:
     """The running totals of one import: while the next batch is read, validated and gated (in as many processes as
-    the machine has cores), one writer thread captures the batch before it and one folder thread folds the batch
-    before that, so the server folds one batch while it captures the next; at most one batch is in each stage, so
-    memory stays bounded, and a batch captured but not folded when the import stops is folded by the inbox sensor or
-    by the import run again."""
+    the machine has cores), writer threads capture and fold the batches before it, each batch in one transaction,
+    so the server captures one batch while it folds the one before. A batch is imported whole or not at all: a
+    stopped import leaves no row waiting for a fold, and run again it imports what it did not commit."""
 
     def __init__(self, mem: Memory, fold_now: bool) -> None:
         self.mem = mem
         self.fold_now = fold_now
         self.gate_workers = os.cpu_count() or 1
         self.batch: list[tuple[int, gates.Candidate]] = []
+        self.batch_size = min(V.IMPORT_FIRST_BATCH, V.IMPORT_BATCH)  # doubled at each batch up to IMPORT_BATCH
         self.bad_lines = BadLines()
         self.totals: dict[str, Any] = {"lines": 0, "captured": 0, "inserted": 0, "rejected": {}}
-        self.writer = ThreadPoolExecutor(1, thread_name_prefix="import-writer")
-        self.folder = ThreadPoolExecutor(1, thread_name_prefix="import-folder")
-        self.pending: Future[None] | None = None
-        # the writer's, then close()'s once done
-        self.folding: Future[tuple[int, dict[str, tuple[int, str]]]] | None = None
-        self.folding_keys: set[str] = set()  # the keys of the batch being folded (the writer's)
-        self.merging: Future[bool] | None = None  # queued behind the last fold (the main thread's)
-        self.replayed: set[str] = set()  # keys an earlier stopped run captured and this one folds (the writer's)
+        self.writers = ThreadPoolExecutor(V.IMPORT_WRITERS, thread_name_prefix="import-writer")
+        self.turn: _Turn | None = None  # the last batch handed to the writers
+        self.writing: deque[Future[tuple[dict[str, Any], dict[str, int]]]] = deque()  # in file order, not counted
+        self.merging: Future[bool] | None = None  # after the last batch's commit
 
     def add(self, number: int, candidate: gates.Candidate) -> None:
-        """Queue one candidate with its line number; a full batch goes to the writer at once."""
+        """Queue one candidate with its line number; a full batch goes to the writers at once."""
         self.batch.append((number, candidate))
-        if len(self.batch) >= V.IMPORT_BATCH:
+        if len(self.batch) >= self.batch_size:
             self.flush()
 
     def flush(self) -> None:
-        """Start gating the queued candidates, then hand them to the writer once it has captured the previous batch:
-        the gate processes work on this batch while the server captures and folds the ones before."""
+        """Start gating the queued candidates, then hand them to the writers once the batch before is captured: the
+        gate processes work on this batch while the server captures and folds the ones before."""
         if not self.batch:
             return
         batch, self.batch = self.batch, []
+        self.batch_size = min(2 * self.batch_size, V.IMPORT_BATCH)
         gating = self.mem.gate_soon([c for _, c in batch], gate_workers=self.gate_workers)
         self.wait()
-        self.pending = self.writer.submit(self.write, batch, gating)
+        self.turn = _Turn(self.turn)
+        self.writing.append(self.writers.submit(self.write, batch, gating, self.turn))
 
     def wait(self) -> None:
-        """Wait for the batch being captured; its error, if any, is raised here (and again by close(), which also
-        waits for it should an interrupt stop this wait)."""
-        if self.pending is not None:
-            self.pending.result()
-            self.pending = None
+        """Wait for the last batch handed over to be captured, counting the batches written meanwhile (the first
+        error among them is raised here, and again by close())."""
+        if self.turn is not None:
+            self.turn.captured.wait()
+        self.count_written()
 
     def close(self) -> None:
-        """Capture and fold what is queued and wait for it: the totals are complete afterwards."""
+        """Write what is queued and wait for every batch: the totals are complete afterwards."""
         try:
             self.flush()
-            self.wait()
-            self.folded()
+            self.count_written(every=True)
             if self.merging is not None:
                 self.merging.result()
         finally:
-            self.writer.shutdown()
-            self.folder.shutdown()
+            self.writers.shutdown()
 
     def refresh_beside_last_fold(self) -> int:
-        """While the last batch folds (the one step that leaves a core idle), ANALYZE the units where the store,
-        counting the batches folded before it, is past autovacuum's threshold, and merge the pending full-text
-        entries after that fold, beside the ANALYZE: the rows the ANALYZE counted (0 when it did not run), so the
-        refresh after the fold counts only the rest."""
-        before_last = self.totals["inserted"]  # the writer is idle: every fold but the one in flight counted
-        if self.folding is None or not before_last or not self.mem.statistics_stale(before_last):
+        """While the last batches fold (the one step that leaves a core idle), ANALYZE the units where the store,
+        counting the batches committed so far, is past autovacuum's threshold, and merge the pending full-text
+        entries after the last batch's commit, beside the ANALYZE: the rows the ANALYZE counted (0 when it did not
+        run), so the refresh after the folds counts only the rest."""
+        last = self.turn
+        self.count_written()
+        committed = self.totals["inserted"]
+        if not self.fold_now or last is None or not committed or not self.mem.statistics_stale(committed):
             return 0
-        self.merging = self.folder.submit(self.mem.merge_full_text_pending)
-        return before_last if self.mem.analyse_statistics() else 0
+        self.merging = self.writers.submit(self.merge_after, last)
+        return committed if self.mem.analyse_statistics() else 0
 
-    def write(self, batch: list[tuple[int, gates.Candidate]], gating: Gating) -> None:
-        """Capture a gated batch through the bulk write path (should the database refuse it, its candidates one by
-        one, so only the refused lines are reported and the rest still imports), then hand the rows it captured to
-        the folder once the batch before is folded."""
+    def merge_after(self, last: _Turn) -> bool:
+        """Merge the full-text index's pending entries once the last batch's transaction has ended."""
+        last.ended.wait()
+        return self.mem.merge_full_text_pending()
+
+    def write(self, batch: list[tuple[int, gates.Candidate]], gating: Gating,
+              turn: _Turn) -> tuple[dict[str, Any], dict[str, int]]:
+        """Capture and fold a gated batch in one transaction, in its turn: the counts, and the line of each key."""
         try:
-            keys = self.count(self.mem.remember_many(gating, fold_now=False, fold_soon=self.fold_now))
-        except (psycopg.DataError, psycopg.IntegrityError):
-            keys = []
-            for number, candidate in batch:
-                try:
-                    keys += self.count(self.mem.remember_many([candidate], fold_now=False, fold_soon=self.fold_now))
-                except (psycopg.DataError, psycopg.IntegrityError) as error:
-                    self.bad_lines.add(number, refused_line(number, type(error).__name__))
-        # a key of the batch being folded is still unfolded when this batch's capture reads the inbox: that fold
-        # counts it, this one must not
-        keys = [key for key in keys if key not in self.folding_keys]
-        if self.fold_now and keys:
-            lines = {candidate.idempotency_key: number for number, candidate in reversed(batch)}
-            self.folded()
-            self.folding = self.folder.submit(self.fold, keys, lines)
-            self.folding_keys = set(keys)
+            counts = self.mem.remember_many(gating, fold_now=self.fold_now, before_fold=turn.fold_in_turn)
+        finally:
+            turn.end()
+        return counts, {candidate.idempotency_key: number for number, candidate in reversed(batch)}
 
-    def fold(self, keys: list[str], lines: dict[str, int]) -> tuple[int, dict[str, tuple[int, str]]]:
-        """Fold one captured batch: how many new units, and the line (number and report) of each row the database
-        refused to fold."""
-        folded = self.mem.fold_captured(keys)
-        return folded["inserted"], {key: (lines[key], refused_line(lines[key], reason))
-                                    for key, reason in folded["refused"].items()}
-
-    def folded(self) -> None:
-        """Wait for the batch being folded and count it (a refused row leaves `captured` only if this run captured
-        it, not if an earlier stopped run did); its error, if any, is raised here."""
-        if self.folding is not None:
-            inserted, refused = self.folding.result()
-            self.folding = None
-            self.totals["inserted"] += inserted
-            self.totals["captured"] -= len(refused.keys() - self.replayed)
-            for number, message in refused.values():
-                self.bad_lines.add(number, message)
-
-    def count(self, counts: dict[str, Any]) -> list[str]:
-        """Add one capture's counts to the totals; the keys of the rows it left for the fold (none while the kill
-        switch is on: remember_many stored nothing, and the run says memory is off)."""
-        if counts.get(V.MEMORY_OFF):
-            self.totals[V.MEMORY_OFF] = True
-            return []
-        self.totals["captured"] += counts["captured"]
-        self.replayed.update(set(counts["replayed"]) - self.folding_keys)  # not this run's batch still folding
-        rejected = self.totals["rejected"]
-        for reason, n in counts["rejected"].items():
-            rejected[reason] = rejected.get(reason, 0) + n
-        return list(counts["to_fold"])
+    def count_written(self, every: bool = False) -> None:
+        """Count the written batches in file order: those done, or with `every` all of them, waiting for each; a
+        batch's error is raised here."""
+        while self.writing and (every or self.writing[0].done()):
+            counts, lines = self.writing.popleft().result()
+            if counts.get(V.MEMORY_OFF):  # nothing stored: the run says memory is off
+                self.totals[V.MEMORY_OFF] = True
+                continue
+            self.totals["captured"] += counts["captured"]
+            self.totals["inserted"] += counts["inserted"]
+            rejected = self.totals["rejected"]
+            for reason, n in counts["rejected"].items():
+                rejected[reason] = rejected.get(reason, 0) + n
+            for key, error in counts["refused"].items():
+                self.bad_lines.add(lines[key], refused_line(lines[key], error))
 
 
 class BadLines:

@@ -7,6 +7,7 @@ import multiprocessing
 import multiprocessing.util
 import threading
 import weakref
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import date
@@ -304,12 +305,15 @@ def taken(gating: Gating) -> Gating:
 
 
 def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidate] | Gating, *,
-                  fold_now: bool = True, fold_soon: bool = False, gate_workers: int = 1) -> dict[str, Any]:
+                  fold_now: bool = True, gate_workers: int = 1,
+                  before_fold: Callable[[], None] | None = None) -> dict[str, Any]:
     """Bulk write path: gate every candidate first (outside any transaction, so no lock waits on a gate; in
     `gate_workers` processes for a large batch, or already started by gate_soon, whose workers then count), then
     count the rejections per (project, feed, reason), capture the rest in the inbox and fold them in one
-    transaction. Captured to fold later, forgotten text is buried at once, unless the caller folds the rows right
-    after (`fold_soon`: the import's pipeline, whose fold buries it a batch later)."""
+    transaction; a row the database refuses (its capture or its fold) is left out, the rest written, and its key
+    returned in `refused` with the error's class name. `before_fold` runs in the transaction between the capture
+    and the fold (the import lets its next batch capture, and waits for the batch before to commit). Captured to
+    fold later, forgotten text is buried at once."""
     with tracing.span("memory.remember.gates", candidates=len(candidates)):
         gating = taken(candidates) if isinstance(candidates, Gating) else gate_soon(conn, candidates, gate_workers)
         verdicts = gating.verdicts()
@@ -326,14 +330,47 @@ def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidat
         for (_, _, reason), (candidate, count) in rejections.items():
             record_rejection(conn, candidate.project, candidate.feed, reason, count)
             rejected[reason] = rejected.get(reason, 0) + count
-        written, to_fold = capture(conn, passed, folds_later=not fold_now)  # a fold now takes its replays by key
-        if written and not fold_now and not fold_soon:  # forgotten text never waits in the inbox for a fold
+        written, to_fold, refused = capture_each(conn, passed, folds_later=not fold_now)
+        if written and not fold_now:  # forgotten text never waits in the inbox for a fold
             conn.execute(query("ledger/bury_forgotten"), {"keys": written})
-        keys = list(dict.fromkeys(c.idempotency_key for c in passed))
-        folded = fold(conn, keys=keys) if fold_now and passed else {"inserted": 0}
-    return {"captured": len(written), "inserted": folded["inserted"], "rejected": rejected,
-            "to_fold": [] if fold_now else to_fold,
-            "replayed": [] if fold_now else sorted(set(to_fold) - set(written))}
+        keys = [key for key in dict.fromkeys(c.idempotency_key for c in passed) if key not in refused]
+        folded: dict[str, Any] = {"inserted": 0, "refused": {}}
+        if fold_now and keys:
+            if before_fold is not None:
+                before_fold()
+            folded = fold_dropping_refused(conn, keys=keys)
+    refused.update(folded["refused"])
+    return {"captured": len(set(written) - refused.keys()), "inserted": folded["inserted"], "rejected": rejected,
+            "to_fold": [] if fold_now else to_fold, "refused": refused}
+
+
+# what the database may refuse of a candidate's own values at its capture, past validation (a CHECK, a value out of
+# a column's range)
+CAPTURE_REFUSALS = (psycopg.DataError, psycopg.IntegrityError)
+
+
+def capture_each(conn: psycopg.Connection[Any], candidates: list[gates.Candidate],
+                 folds_later: bool) -> tuple[list[str], list[str], dict[str, str]]:
+    """capture() of a batch, in a savepoint; should the database refuse it, each candidate captured in its own, so
+    only the ones it refuses are left out: the keys written and to fold, and the refused keys with the error's
+    class name."""
+    try:
+        with conn.transaction():
+            written, to_fold = capture(conn, candidates, folds_later)
+        return written, to_fold, {}
+    except CAPTURE_REFUSALS:
+        pass
+    written, to_fold, refused = [], [], {}
+    for candidate in candidates:
+        try:
+            with conn.transaction():
+                one_written, one_to_fold = capture(conn, [candidate], folds_later)
+        except CAPTURE_REFUSALS as error:
+            refused[candidate.idempotency_key] = type(error).__name__
+            continue
+        written += one_written
+        to_fold += one_to_fold
+    return written, to_fold, refused
 
 
 def fold_captured(conn: psycopg.Connection[Any], keys: list[str]) -> dict[str, Any]:

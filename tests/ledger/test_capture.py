@@ -1213,6 +1213,27 @@ def test_fold_captured_drops_a_row_the_database_refuses_and_folds_the_rest(conn,
         (rows[1].feed, "acme", V.REASON_REFUSED_BY_DATABASE, {"feed": rows[1].feed, "count": 1})]  # as any rejection
 
 
+def test_remember_many_leaves_out_the_rows_the_database_refuses_and_writes_the_rest_in_one_transaction(
+        conn, stored_text):
+    """A row past validation that the database refuses, at its capture (the inbox's CHECK) or at its fold (the
+    units' CHECK), is left out in savepoints of the batch's one transaction: the rest is written, the refused keys
+    come back with the error's class, a refused fold is counted as a rejection, and neither text is kept."""
+    rows = [gates.validate(**{**FACT, "title": f"Relay vendor {i}"}, task_id=f"T-{i}") for i in range(4)]
+    rows[1] = dataclasses.replace(rows[1], visibility="everyone", title="zqcapture")  # the inbox's CHECK refuses it
+    rows[2] = dataclasses.replace(rows[2], title="zqfold " + "x" * 80)  # the units' CHECK refuses it
+    counts = capture.remember_many(conn, rows)
+    assert (counts["captured"], counts["inserted"]) == (2, 2)
+    assert counts["refused"] == {rows[1].idempotency_key: "CheckViolation", rows[2].idempotency_key: "CheckViolation"}
+    assert conn.execute("SELECT title FROM memory_units ORDER BY number").fetchall() == [
+        ("Relay vendor 0",), ("Relay vendor 3",)]
+    assert conn.execute("SELECT count(*) FROM memory_inbox WHERE unit_id IS NULL").fetchone()[0] == 0
+    assert conn.execute("SELECT reason, count FROM memory_rejections").fetchall() == [
+        (V.REASON_REFUSED_BY_DATABASE, 1)]
+    assert "zqcapture" not in stored_text() and "zqfold" not in stored_text()
+    unfolded = capture.remember_many(conn, [rows[1], rows[3]], fold_now=False)  # a capture to fold later too
+    assert (unfolded["captured"], unfolded["refused"]) == (0, {rows[1].idempotency_key: "CheckViolation"})
+
+
 def test_a_days_fold_the_database_refuses_folds_its_other_rows_and_drops_the_refused_one(conn, today, stored_text):
     """A refused row an import left (stopped between its capture and its fold) fails the day's fold as a whole: the
     ledger's day fold then folds the day's rows one by one, drops the refused one, counts it as a rejection and
