@@ -172,20 +172,17 @@ GOALS = (
          "(remember_many), never an unflushed acknowledgement"),
     Goal("CLI import (remember_many in batches, gated in parallel)", "ingest", ("units_per_second_median", "import"),
          5000, False, " lines/s",
-         "the gates of the next batch run beside the capture of the one before and, since 069df16, its capture "
-         "beside the fold of the one before that, each in its own transaction (1.13x, six paired runs; docs/scaling.md "
-         "item 1). The fold is the critical path: ~110 us a row alone, ~150 with the capture, the gates (~70 us a "
-         "line) and the reading thread's validation (~30 us) beside it on two cores, and folds of one project "
-         "serialise on its counter row (gap-free numbers). The command ends with the planner's statistics refreshed "
-         "(0.1-0.43 s of a 10,000-line import as the store grows; items 11-12), since 93edd2b beside the last "
-         "batch's fold, the pending full-text entries merged after that fold beside it (1.09-1.11x, item 26). "
-         "A 10,000-line import's CPU on a 2-vCPU Xeon: this process ~0.9 s, the gate processes ~1 s, the server "
-         "~1.9 s in ~2.4 s, so the fold runs ~1.7x slower than alone beside the rest; small first batches, niced or "
-         "fewer gate processes measured no better (docs/scaling.md item 25). Since sql/042 the fold skips the "
-         "forgotten-content probe and the burial in a project that never forgot anything (the fold's statement "
-         "0.907x a row, item 48). Next: less CPU per row anywhere (the "
-         "fold's per-row work, fewer index entries per row); content_hash under COLLATE \"C\" measured no faster "
-         "(item 26)"),
+         "the gates of the next batch run beside the capture of the one before, and its capture beside the fold of "
+         "the one before that; since 1430eea each batch is captured and folded in one transaction on one of two "
+         "writers, its inbox links HOT updates, and the first batch is 250 lines, doubling to 1,000 (1.148x in three "
+         "alternating harness pairs on one EPYC; docs/scaling.md item 51). The fold is the critical path: ~140 us a "
+         "row alone, ~160-180 with the capture, the gates (~70 us a line) and this process (~80 us) beside it on "
+         "two cores, and folds of one project serialise on its counter row (gap-free numbers). The command ends with "
+         "the planner's statistics refreshed beside the last folds and the pending full-text entries merged after "
+         "them (items 11-12, 26, 51). Measured no better: the batches' commits unflushed (1.025x), the merge beside "
+         "the last folds, the key columns under COLLATE \"C\" (the fold 0.983x), each part of the fold dropped in "
+         "turn (0.97-1.0x each). Next: less CPU beside the fold or in it, spread over the five tables each row "
+         "writes"),
     Goal("embedding stage / raw encode()", "embed", ("ratio_stage_vs_raw_encode",), 0.9, False, X,
          "the writes already overlap the encoding (one batch in flight) and the figure follows an untimed warm-up "
          "with the order alternating; what is left is the server's HNSW inserts on the same two cores as the "

@@ -176,7 +176,8 @@ ASSET_GROUP_LIFECYCLE = "lifecycle"
 ASSET_GROUP_DELIVERY = "delivery"
 INBOX_SENSOR_INTERVAL_SECONDS = 60
 # the sensor folds inbox rows left unfolded this long (bulk imports with --no-fold, a writer that stopped between
-# its capture and its fold): younger ones are the import's, which folds each batch one batch behind its capture
+# its capture and its fold): younger ones may be a caller's that folds them itself (remember_many(fold_now=False),
+# then fold_captured)
 INBOX_FOLD_GRACE_SECONDS = 30
 # the deployment's run queue (dagster.yaml) runs embedding work one at a time, so a re-embedding backfill never
 # starves the daily jobs: embedding runs carry this tag and the unit_embeddings asset holds this pool
