@@ -169,19 +169,20 @@ class Memory:
 
     @tracing.traced("memory.remember_many", tracing.fields("captured", "inserted", "rejected", V.MEMORY_OFF))
     def remember_many(self, candidates: list[gates.Candidate] | Gating, *, fold_now: bool = True,
-                      gate_workers: int = 1, before_fold: Callable[[], None] | None = None) -> dict[str, Any]:
+                      gate_workers: int = 1, after_capture: Callable[[], None] | None = None) -> dict[str, Any]:
         """Bulk write path (imports, evaluations): every candidate gated (in `gate_workers` processes for a large
         batch, or by gate_soon beforehand), the rest captured and (by default) folded in one transaction, a row the
         database refuses left out (its key in `refused`); unfolded, the keys of the rows that wait for a fold
         (to_fold, for fold_captured), forgotten text among them buried at once; with the kill switch on nothing is
-        (all counts 0, "off": True). `before_fold`: capture.remember_many."""
+        (all counts 0, "off": True). `after_capture` runs in the transaction between the capture and the fold (the
+        import's turn: capture.remember_many)."""
         tracing.annotate(candidates=len(candidates))
         with self.connection() as conn:
             if events.killed(conn):
                 return {"captured": 0, "inserted": 0, "rejected": {}, "to_fold": [], "refused": {},
                         V.MEMORY_OFF: True}
             return capture.remember_many(conn, candidates, fold_now=fold_now, gate_workers=gate_workers,
-                                         before_fold=before_fold)
+                                         after_capture=after_capture)
 
     @tracing.traced("memory.fold_captured", tracing.fields("inserted"))
     def fold_captured(self, keys: list[str]) -> dict[str, Any]:

@@ -162,10 +162,12 @@ IMPORT_MAX_DEPTH = 8             # JSON nesting an import line may have (a candi
 IMPORT_MAX_NUMBER_CHARS = 64     # digits of one JSON number (Python refuses ints over 4300 digits with ValueError)
 IMPORT_BATCH = 1000              # import lines per remember_many call (one transaction each)
 IMPORT_FIRST_BATCH = 250        # an import's first batch, each next one twice as large up to IMPORT_BATCH: the first
-#                                  fold starts once 250 lines are read, gated and captured, not 1,000
+#                                  fold starts once 250 lines are read, gated (here: under GATE_PROCESS_MIN_BATCH, no
+#                                  worker process waited for) and captured, not 1,000
 IMPORT_WRITERS = 2               # an import's writer threads: one captures a batch while the other folds the one before
 GATE_PROCESS_MIN_BATCH = 256     # remember_many gates in worker processes (when asked to) from this many candidates
 GATE_CHUNKS_PER_WORKER = 4       # chunks per gate worker and batch: a slow chunk leaves the others busy
+GATE_WORKER_PARENT_CHECK_SECONDS = 1.0  # how often a gate worker checks that the process it was forked from lives
 
 # --- Dagster --------------------------------------------------------------------------------
 PARTITION_START_DATE = "2024-01-01"

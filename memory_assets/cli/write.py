@@ -75,35 +75,51 @@ def remember(project: str | None, kind: str | None, type_: str | None, title: st
     emit(data, as_json, f"{result.status} {result.token or result.reason}")
 
 
+class BatchBeforeFailed(Exception):
+    """A batch of an import left out because the batch before it failed: the import stops at that batch."""
+
+
 class _Turn:
     """One batch's place in the import's order: its capture starts once the batch before it is captured, and its
-    fold once the batch before it has committed (or failed). So every wait runs from a batch to the one before it,
-    never back: a line repeated in the next batch waits for this batch's commit, and units are numbered as the
-    lines come."""
+    fold and commit once the batch before it has ended its transaction. So every wait runs from a batch to the one
+    before it, never back (a line repeated in the next batch waits for this batch's commit), units are numbered as
+    the lines come, and should a batch fail, every batch after it fails too: a stopped import has imported the
+    file's first batches, and run again imports the rest."""
 
     def __init__(self, before: _Turn | None) -> None:
         self.before = before
         self.captured = threading.Event()
         self.ended = threading.Event()
+        self.failed = False
 
-    def fold_in_turn(self) -> None:
-        """Between the capture and the fold (remember_many's before_fold): let the next batch capture, and wait for
-        the batch before this one to end its transaction."""
+    def take(self) -> None:
+        """Once this batch is captured (remember_many's after_capture): let the next batch capture, and wait for
+        the batch before this one to end its transaction; BatchBeforeFailed should that have failed."""
         self.captured.set()
-        if self.before is not None:
-            self.before.ended.wait()
+        if not self.before_committed():
+            raise BatchBeforeFailed("the batch before this one failed")
 
-    def end(self) -> None:
-        """The batch's transaction has ended, committed or not: the next batch may fold."""
+    def before_committed(self) -> bool:
+        """Wait for the batch before this one, once: whether it committed."""
+        before, self.before = self.before, None  # a long import's turns are not kept alive one by the next
+        if before is None:
+            return True
+        before.ended.wait()
+        return not before.failed
+
+    def end(self, committed: bool) -> None:
+        """This batch's transaction has ended: once the batch before it has too (a batch that failed before its
+        turn waits for it here), the next batch may take its turn."""
         self.captured.set()
+        self.failed = not self.before_committed() or not committed
         self.ended.set()
 
 
 class _Import:
     """The running totals of one import: while the next batch is read, validated and gated (in as many processes as
     the machine has cores), writer threads capture and fold the batches before it, each batch in one transaction,
-    so the server captures one batch while it folds the one before. A batch is imported whole or not at all: a
-    stopped import leaves no row waiting for a fold, and run again it imports what it did not commit."""
+    so the server captures one batch while it folds the one before. A batch is imported whole or not at all, in
+    file order: a stopped import leaves no row waiting for a fold, and run again it imports the rest."""
 
     def __init__(self, mem: Memory, fold_now: bool) -> None:
         self.mem = mem
@@ -115,7 +131,9 @@ class _Import:
         self.totals: dict[str, Any] = {"lines": 0, "captured": 0, "inserted": 0, "rejected": {}}
         self.writers = ThreadPoolExecutor(V.IMPORT_WRITERS, thread_name_prefix="import-writer")
         self.turn: _Turn | None = None  # the last batch handed to the writers
-        self.writing: deque[Future[tuple[dict[str, Any], dict[str, int]]]] = deque()  # in file order, not counted
+        # the batches handed over, in file order, until counted
+        self.writing: deque[tuple[Future[dict[str, Any]], list[tuple[int, gates.Candidate]]]] = deque()
+        self.refused: dict[str, str] = {}  # the keys refused so far, with the error's class name
         self.merging: Future[bool] | None = None  # after the last batch's commit
 
     def add(self, number: int, candidate: gates.Candidate) -> None:
@@ -134,11 +152,11 @@ class _Import:
         gating = self.mem.gate_soon([c for _, c in batch], gate_workers=self.gate_workers)
         self.wait()
         self.turn = _Turn(self.turn)
-        self.writing.append(self.writers.submit(self.write, batch, gating, self.turn))
+        self.writing.append((self.writers.submit(self.write, gating, self.turn), batch))
 
     def wait(self) -> None:
         """Wait for the last batch handed over to be captured, counting the batches written meanwhile (the first
-        error among them is raised here, and again by close())."""
+        error among them is raised here)."""
         if self.turn is not None:
             self.turn.captured.wait()
         self.count_written()
@@ -171,20 +189,24 @@ class _Import:
         last.ended.wait()
         return self.mem.merge_full_text_pending()
 
-    def write(self, batch: list[tuple[int, gates.Candidate]], gating: Gating,
-              turn: _Turn) -> tuple[dict[str, Any], dict[str, int]]:
-        """Capture and fold a gated batch in one transaction, in its turn: the counts, and the line of each key."""
+    def write(self, gating: Gating, turn: _Turn) -> dict[str, Any]:
+        """Capture and fold a gated batch in one transaction, in its turn: its counts."""
+        committed = False
         try:
-            counts = self.mem.remember_many(gating, fold_now=self.fold_now, before_fold=turn.fold_in_turn)
+            counts = self.mem.remember_many(gating, fold_now=self.fold_now, after_capture=turn.take)
+            committed = True
         finally:
-            turn.end()
-        return counts, {candidate.idempotency_key: number for number, candidate in reversed(batch)}
+            turn.end(committed)
+        return counts
 
     def count_written(self, every: bool = False) -> None:
         """Count the written batches in file order: those done, or with `every` all of them, waiting for each; a
-        batch's error is raised here."""
-        while self.writing and (every or self.writing[0].done()):
-            counts, lines = self.writing.popleft().result()
+        batch's error is raised here (not a batch left out after it: that error was raised first)."""
+        while self.writing and (every or self.writing[0][0].done()):
+            written, batch = self.writing.popleft()
+            if isinstance(written.exception(), BatchBeforeFailed):
+                continue
+            counts = written.result()
             if counts.get(V.MEMORY_OFF):  # nothing stored: the run says memory is off
                 self.totals[V.MEMORY_OFF] = True
                 continue
@@ -193,8 +215,16 @@ class _Import:
             rejected = self.totals["rejected"]
             for reason, n in counts["rejected"].items():
                 rejected[reason] = rejected.get(reason, 0) + n
-            for key, error in counts["refused"].items():
-                self.bad_lines.add(lines[key], refused_line(lines[key], error))
+            self.refused.update(counts["refused"])
+            if self.refused:
+                self.report_refused(batch)
+
+    def report_refused(self, batch: list[tuple[int, gates.Candidate]]) -> None:
+        """Report the batch's lines whose key the database refused, in this batch or one before it (a line repeated
+        in the next batch reads the row as already captured, until the fold before drops it), once a key a batch."""
+        lines = {candidate.idempotency_key: number for number, candidate in reversed(batch)}
+        for key in self.refused.keys() & lines.keys():
+            self.bad_lines.add(lines[key], refused_line(lines[key], self.refused[key]))
 
 
 class BadLines:
@@ -278,7 +308,7 @@ def import_(ctx: click.Context, file: str, project: str | None, no_fold: bool, a
                 else:
                     run.add(number, candidate)
             run.flush()
-            run.wait()  # the last batch captured: its fold is the only work left
+            run.wait()  # the last batch captured: the folds of the last batches are the work left
             counted = run.refresh_beside_last_fold()
         finally:
             run.close()

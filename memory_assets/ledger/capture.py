@@ -5,7 +5,10 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import multiprocessing.util
+import os
+import stat
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -235,8 +238,28 @@ def _gate_pool(workers: int) -> ProcessPoolExecutor:
         if not _GATE_POOLS:
             # before the pool's queues stop their feeder threads (exit priority 10), or no worker hears 'stop'
             multiprocessing.util.Finalize(None, shutdown_gate_pools, exitpriority=100)
-        pool = _GATE_POOLS[workers] = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+        pool = _GATE_POOLS[workers] = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                                                          initializer=_gate_worker_started, initargs=(os.getpid(),))
     return pool
+
+
+def _gate_worker_started(parent: int) -> None:
+    """In a forked gate worker: close the sockets it inherited (the parent's database connections: held open by a
+    worker that outlived a killed parent, they kept its transactions open and its counter rows locked), and exit
+    once the parent is gone (the worker's own pipes would keep it waiting for work forever)."""
+    for name in os.listdir("/dev/fd"):
+        try:
+            if stat.S_ISSOCK(os.fstat(int(name)).st_mode):
+                os.close(int(name))
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(V.GATE_WORKER_PARENT_CHECK_SECONDS)
+    os._exit(0)
 
 
 def shutdown_gate_pools() -> None:
@@ -306,66 +329,67 @@ def taken(gating: Gating) -> Gating:
 
 def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidate] | Gating, *,
                   fold_now: bool = True, gate_workers: int = 1,
-                  before_fold: Callable[[], None] | None = None) -> dict[str, Any]:
+                  after_capture: Callable[[], None] | None = None) -> dict[str, Any]:
     """Bulk write path: gate every candidate first (outside any transaction, so no lock waits on a gate; in
     `gate_workers` processes for a large batch, or already started by gate_soon, whose workers then count), then
-    count the rejections per (project, feed, reason), capture the rest in the inbox and fold them in one
-    transaction; a row the database refuses (its capture or its fold) is left out, the rest written, and its key
-    returned in `refused` with the error's class name. `before_fold` runs in the transaction between the capture
-    and the fold (the import lets its next batch capture, and waits for the batch before to commit). Captured to
-    fold later, forgotten text is buried at once."""
+    capture the rest in the inbox, fold them and count the rejections per (project, feed, reason) in one
+    transaction; a row the database refuses (its capture or its fold) is left out and counted as a rejection, the
+    rest written, and its key returned in `refused` with the error's class name. `after_capture` runs in the
+    transaction once the batch is captured, before its fold and commit (the import lets its next batch capture
+    there, and waits for the batch before to commit). Captured to fold later, forgotten text is buried at once."""
     with tracing.span("memory.remember.gates", candidates=len(candidates)):
         gating = taken(candidates) if isinstance(candidates, Gating) else gate_soon(conn, candidates, gate_workers)
         verdicts = gating.verdicts()
     batch = gating.candidates
     passed = [gates.without_source_text(c) for c, reason in zip(batch, verdicts, strict=True) if not reason]
-    rejections: dict[tuple[str, str, str], tuple[gates.Candidate, int]] = {}
+    rejections: dict[tuple[str, str, str], int] = {}
     for candidate, reason in zip(batch, verdicts, strict=True):
         if reason:
             key = (candidate.project, candidate.feed, reason)
-            first, count = rejections.get(key, (candidate, 0))
-            rejections[key] = (first, count + 1)
-    rejected: dict[str, int] = {}
+            rejections[key] = rejections.get(key, 0) + 1
+    rejected: dict[str, int] = {}  # the gates' rejections, by reason
+    for (_, _, reason), count in rejections.items():
+        rejected[reason] = rejected.get(reason, 0) + count
     with tracing.span("memory.remember.fold", candidates=len(passed)), conn.transaction():
-        for (_, _, reason), (candidate, count) in rejections.items():
-            record_rejection(conn, candidate.project, candidate.feed, reason, count)
-            rejected[reason] = rejected.get(reason, 0) + count
         written, to_fold, refused = capture_each(conn, passed, folds_later=not fold_now)
         if written and not fold_now:  # forgotten text never waits in the inbox for a fold
             conn.execute(query("ledger/bury_forgotten"), {"keys": written})
+        if after_capture is not None:
+            after_capture()
         keys = [key for key in dict.fromkeys(c.idempotency_key for c in passed) if key not in refused]
         folded: dict[str, Any] = {"inserted": 0, "refused": {}}
         if fold_now and keys:
-            if before_fold is not None:
-                before_fold()
             folded = fold_dropping_refused(conn, keys=keys)
+        for candidate in {c.idempotency_key: c for c in passed if c.idempotency_key in refused}.values():
+            key = (candidate.project, candidate.feed, V.REASON_REFUSED_BY_DATABASE)
+            rejections[key] = rejections.get(key, 0) + 1
+        # counted last, in key order: the counter rows a batch before this one holds are free by now (the import),
+        # and two batches counting the same rows never wait for each other in a cycle
+        for project, feed, reason in sorted(rejections):
+            record_rejection(conn, project, feed, reason, rejections[project, feed, reason])
+        conn.execute(query("database/flush_statistics"))  # counted before a later ANALYZE, never after it
     refused.update(folded["refused"])
     return {"captured": len(set(written) - refused.keys()), "inserted": folded["inserted"], "rejected": rejected,
             "to_fold": [] if fold_now else to_fold, "refused": refused}
 
 
-# what the database may refuse of a candidate's own values at its capture, past validation (a CHECK, a value out of
-# a column's range)
-CAPTURE_REFUSALS = (psycopg.DataError, psycopg.IntegrityError)
-
-
 def capture_each(conn: psycopg.Connection[Any], candidates: list[gates.Candidate],
                  folds_later: bool) -> tuple[list[str], list[str], dict[str, str]]:
-    """capture() of a batch, in a savepoint; should the database refuse it, each candidate captured in its own, so
-    only the ones it refuses are left out: the keys written and to fold, and the refused keys with the error's
-    class name."""
+    """capture() of a batch, in a savepoint; should the database refuse a row's own values, each candidate captured
+    in its own, so only the ones it refuses are left out: the keys written and to fold, and the refused keys with
+    the error's class name."""
     try:
         with conn.transaction():
             written, to_fold = capture(conn, candidates, folds_later)
         return written, to_fold, {}
-    except CAPTURE_REFUSALS:
+    except ROW_REFUSALS:
         pass
     written, to_fold, refused = [], [], {}
     for candidate in candidates:
         try:
             with conn.transaction():
                 one_written, one_to_fold = capture(conn, [candidate], folds_later)
-        except CAPTURE_REFUSALS as error:
+        except ROW_REFUSALS as error:
             refused[candidate.idempotency_key] = type(error).__name__
             continue
         written += one_written
@@ -380,7 +404,7 @@ def fold_captured(conn: psycopg.Connection[Any], keys: list[str]) -> dict[str, A
     if not keys:  # nothing to fold (insert_staged.sql says why an empty list must not reach a statement)
         return {"inserted": 0, "refused": {}}
     refused = fold_dropping_refused(conn, keys=keys)["refused"]
-    conn.execute(query("database/flush_statistics"))  # counted before the import's ANALYZE, never after it
+    conn.execute(query("database/flush_statistics"))  # counted before a later ANALYZE, never after it
     inserted = one(conn.execute(query("ledger/captured_new_units"), {"keys": keys}))[0]
     return {"inserted": inserted, "refused": refused}
 
@@ -392,11 +416,11 @@ ROW_REFUSALS = (psycopg.errors.CheckViolation, psycopg.errors.NotNullViolation, 
 
 def fold_dropping_refused(conn: psycopg.Connection[Any], *, day: date | None = None,
                           keys: list[str] | None = None) -> dict[str, Any]:
-    """fold() of a day's rows (the ledger asset) or of keys (the import); where the database refuses a row's own
-    values (a value past validation that a CHECK refuses), each row folded alone, and the ones it refuses leave the
-    inbox, counted as rejections (REASON_REFUSED_BY_DATABASE, no text kept): left there, one refused row (an import
-    stopped before it dropped it) would fail every later fold of its day. The counts, and the keys refused with the
-    error's class name."""
+    """fold() of a day's rows (the ledger asset) or of keys (remember_many, fold_captured); where the database refuses
+    a row's own values (a value past validation that a CHECK refuses), each row folded alone, and the ones it refuses
+    leave the inbox, counted as rejections (REASON_REFUSED_BY_DATABASE, no text kept): left there, one refused row (a
+    capture to fold later whose writer stopped) would fail every later fold of its day. The counts, and the keys
+    refused with the error's class name."""
     try:
         return {**fold(conn, day=day, keys=keys), "refused": {}}
     except ROW_REFUSALS:

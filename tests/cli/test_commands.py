@@ -3,8 +3,12 @@
 import dataclasses
 import itertools
 import json
+import os
+import subprocess
+import sys
 import time
 
+import psutil
 import psycopg
 import pytest
 from click.testing import CliRunner
@@ -127,15 +131,15 @@ def test_import_reports_bad_lines_by_number_and_imports_the_rest(clean, tmp_path
 
 
 def in_turn(monkeypatch, act) -> list[int]:
-    """Wrap every batch's before_fold (the import's turn, inside the batch's transaction, after its capture) so that
+    """Wrap every batch's after_capture (the import's turn, inside the batch's transaction, before its fold) so that
     `act(batch_number, turn)` runs there in its place; the batch numbers seen, from 1."""
     real = Memory.remember_many
     batches: list[int] = []
 
     def remember_many(self, candidates, **kwargs):
         batches.append(len(batches) + 1)
-        number, turn = batches[-1], kwargs["before_fold"]
-        return real(self, candidates, **{**kwargs, "before_fold": lambda: act(number, turn)})
+        number, turn = batches[-1], kwargs["after_capture"]
+        return real(self, candidates, **{**kwargs, "after_capture": lambda: act(number, turn)})
 
     monkeypatch.setattr(Memory, "remember_many", remember_many)
     return batches
@@ -154,32 +158,111 @@ def inbox_updates_flushed(conn, at_least: int) -> tuple[int, int]:
         time.sleep(0.1)
 
 
-def test_an_import_stopped_in_a_batch_leaves_whole_batches_and_run_again_imports_the_rest(clean, tmp_path, conn,
-                                                                                         monkeypatch, today):
-    """Each batch is captured and folded in one transaction: should a fold fail (the server gone mid-import), the
-    command fails, its batch leaves nothing, the batches committed leave no row waiting for a fold, and the import
-    run again imports the rest, every line once."""
+def test_an_import_stopped_in_a_batch_has_imported_the_files_first_batches_and_run_again_imports_the_rest(
+        clean, tmp_path, conn, monkeypatch, today):
+    """Each batch is captured and folded in one transaction, in file order: should a fold fail (the server gone
+    mid-import), the command fails with that error, its batch and every batch after it leave nothing (the next one
+    had been captured meanwhile), no row waits for a fold, and the import run again imports the rest, every line
+    once and numbered as the lines come."""
     monkeypatch.setattr(V, "IMPORT_BATCH", 2)
 
     def server_gone_in_second(number, turn):
         turn()
         if number == 2:
+            time.sleep(0.2)  # the third batch is captured and waits for its turn meanwhile
             raise psycopg.OperationalError("server closed the connection unexpectedly")
 
-    in_turn(monkeypatch, server_gone_in_second)
+    batches = in_turn(monkeypatch, server_gone_in_second)
     path = tmp_path / "units.jsonl"
     path.write_text("\n".join(json.dumps({**GOOD, "title": f"Fact {i}"}) for i in range(5)) + "\n")
-    with pytest.raises(psycopg.OperationalError):
+    with pytest.raises(psycopg.OperationalError, match="server closed"):
         run("import", str(path), "--json")
-    titles = {row[0] for row in conn.execute("SELECT title FROM memory_inbox")}
-    assert {"Fact 0", "Fact 1"} <= titles and not titles & {"Fact 2", "Fact 3"}  # the second batch left nothing
+    assert batches == [1, 2, 3]
+    assert conn.execute("SELECT title FROM memory_inbox ORDER BY title").fetchall() == [("Fact 0",), ("Fact 1",)]
     assert conn.execute("SELECT count(*) FROM memory_inbox WHERE unit_id IS NULL OR awaits_fold").fetchone()[0] == 0
-    assert conn.execute("SELECT count(*) FROM memory_units").fetchone()[0] == len(titles)
     monkeypatch.undo()
     again = run("import", str(path), "--json")
-    assert again.exit_code == 0 and json.loads(again.stdout)["inserted"] == 5 - len(titles)
+    assert again.exit_code == 0 and json.loads(again.stdout)["inserted"] == 3
     assert capture.fold(conn, day=today)["inserted"] == 0
-    assert conn.execute("SELECT count(*), count(DISTINCT title) FROM memory_units").fetchone() == (5, 5)
+    assert conn.execute("SELECT title FROM memory_units ORDER BY number").fetchall() == [
+        (f"Fact {i}",) for i in range(5)]
+
+
+def test_a_batch_with_nothing_to_fold_keeps_its_place(clean, tmp_path, monkeypatch, conn):
+    """A batch whose every line the gates reject still waits for the batch before it, so the batch after it cannot
+    fold first: units are numbered as the lines come."""
+    monkeypatch.setattr(V, "IMPORT_BATCH", 2)
+
+    def slow_first(number, turn):
+        turn()
+        if number == 1:
+            time.sleep(0.3)
+
+    in_turn(monkeypatch, slow_first)
+    secret = {**GOOD, "body": "Deploy with AKIA" + "Q3ZX7KD4LMNPW2RT."}
+    lines = [{**GOOD, "title": "A"}, {**GOOD, "title": "B"}, {**secret, "title": "S1"}, {**secret, "title": "S2"},
+             {**GOOD, "title": "C"}, {**GOOD, "title": "D"}]
+    path = tmp_path / "units.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    summary = json.loads(run("import", str(path), "--json").stdout)
+    assert (summary["inserted"], summary["rejected"]) == (4, {V.REASON_SECRET: 2})
+    assert conn.execute("SELECT title FROM memory_units ORDER BY number").fetchall() == [
+        ("A",), ("B",), ("C",), ("D",)]
+
+
+def test_the_next_batchs_rejections_wait_for_no_fold_before_it(clean, tmp_path, monkeypatch):
+    """Each batch counts its rejections after its fold: the next batch, counting the same (project, feed, reason),
+    is captured and takes its turn while the batch before still folds, as a batch without rejections does."""
+    monkeypatch.setattr(V, "IMPORT_BATCH", 2)
+    events: list[str] = []
+
+    def slow_first(number, turn):
+        events.append(f"turn {number}")
+        turn()
+        if number == 1:
+            time.sleep(0.5)
+            events.append("1 folding")
+
+    in_turn(monkeypatch, slow_first)
+    secret = {**GOOD, "body": "Deploy with AKIA" + "Q3ZX7KD4LMNPW2RT."}
+    lines = [{**GOOD, "title": "A"}, {**secret, "title": "S1"}, {**GOOD, "title": "B"}, {**secret, "title": "S2"}]
+    path = tmp_path / "units.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    summary = json.loads(run("import", str(path), "--json").stdout)
+    assert (summary["inserted"], summary["rejected"]) == (2, {V.REASON_SECRET: 2})
+    assert events.index("turn 2") < events.index("1 folding"), events
+
+
+def test_an_import_killed_mid_way_leaves_no_transaction_open_and_its_gate_workers_exit(clean, tmp_path, conn):
+    """Regression (an attacker's pass): the gate processes, forked from the import, inherited its database
+    connections, so a killed import left them holding its open transactions (its project's counter row locked, the
+    import run again and every remember() of the project waiting) for as long as they lived, which was forever. They
+    now close the sockets they inherit and exit with the process they were forked from."""
+    path = tmp_path / "units.jsonl"
+    path.write_text(fact_lines(6000, "Fact"))
+    command = [sys.executable, "-m", "memory_assets.cli", "import", str(path), "--json"]
+    env = {**os.environ, "DATABASE_URL": clean}
+    importing = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while conn.execute("SELECT count(*) FROM memory_units").fetchone()[0] < 750:  # gated in processes since 250
+        assert time.monotonic() < deadline and importing.poll() is None
+        time.sleep(0.02)
+    importing.kill()
+    importing.wait()
+
+    def left() -> tuple[int, list[int]]:
+        open_transactions = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%'"
+                                         " AND pid <> pg_backend_pid()").fetchone()[0]
+        workers = [p.pid for p in psutil.process_iter(["cmdline"]) if str(path) in " ".join(p.info["cmdline"] or [])]
+        return open_transactions, workers
+
+    deadline = time.monotonic() + 10
+    while left() != (0, []) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert left() == (0, [])
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert conn.execute("SELECT count(*), count(DISTINCT title) FROM memory_units").fetchone() == (6000, 6000)
 
 
 def test_a_line_repeated_in_the_next_batch_is_counted_once(clean, tmp_path, monkeypatch, conn):
@@ -432,6 +515,38 @@ def test_a_refused_line_repeated_in_the_next_batch_is_reported_by_each_batch(cle
     assert result.exit_code == 2 and summary["errors"] == [
         "line 2: refused by the database (CheckViolation)", "line 3: refused by the database (CheckViolation)"]
     assert (summary["captured"], summary["inserted"]) == (2, 2)
+
+
+def test_a_refused_row_left_for_a_later_fold_is_reported_on_every_line_that_repeats_it(clean, tmp_path,
+                                                                                          monkeypatch, conn):
+    """A refused row an `import --no-fold` left, repeated in two batches of the next import: the second batch's
+    capture reads the row as captured already, and the first batch's fold drops it before the second's fold; each
+    line is reported all the same, and counted as no capture."""
+    real_validate = gates.validate
+
+    def lenient(**fields):  # lets a title past validation that the CHECK constraint (80 characters) refuses
+        candidate = real_validate(**{**fields, "title": "placeholder"})
+        return dataclasses.replace(candidate, title=fields.get("title"))
+
+    def slow_first(number, turn):  # the second batch is captured while the first folds
+        turn()
+        if number == 1:
+            time.sleep(0.3)
+
+    monkeypatch.setattr(gates, "validate", lenient)
+    monkeypatch.setattr(V, "IMPORT_BATCH", 2)
+    refused = json.dumps({**GOOD, "title": "x" * 81})
+    (tmp_path / "earlier.jsonl").write_text(refused + "\n")
+    assert run("import", str(tmp_path / "earlier.jsonl"), "--no-fold").exit_code == 0
+    in_turn(monkeypatch, slow_first)
+    path = tmp_path / "units.jsonl"
+    path.write_text("\n".join([json.dumps({**GOOD, "title": "First"}), refused, refused,
+                               json.dumps({**GOOD, "title": "Fourth", "body": "Deploys wait for the green build."})]))
+    summary = json.loads(run("import", str(path), "--json").stdout)
+    assert summary["errors"] == [
+        "line 2: refused by the database (CheckViolation)", "line 3: refused by the database (CheckViolation)"]
+    assert (summary["captured"], summary["inserted"]) == (2, 2)
+    assert conn.execute("SELECT count(*) FROM memory_inbox WHERE unit_id IS NULL").fetchone()[0] == 0
 
 
 def test_remember_refuses_control_characters_and_bad_ids(clean):

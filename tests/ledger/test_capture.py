@@ -1217,7 +1217,7 @@ def test_remember_many_leaves_out_the_rows_the_database_refuses_and_writes_the_r
         conn, stored_text):
     """A row past validation that the database refuses, at its capture (the inbox's CHECK) or at its fold (the
     units' CHECK), is left out in savepoints of the batch's one transaction: the rest is written, the refused keys
-    come back with the error's class, a refused fold is counted as a rejection, and neither text is kept."""
+    come back with the error's class, each is counted as a rejection, and neither text is kept."""
     rows = [gates.validate(**{**FACT, "title": f"Relay vendor {i}"}, task_id=f"T-{i}") for i in range(4)]
     rows[1] = dataclasses.replace(rows[1], visibility="everyone", title="zqcapture")  # the inbox's CHECK refuses it
     rows[2] = dataclasses.replace(rows[2], title="zqfold " + "x" * 80)  # the units' CHECK refuses it
@@ -1228,7 +1228,7 @@ def test_remember_many_leaves_out_the_rows_the_database_refuses_and_writes_the_r
         ("Relay vendor 0",), ("Relay vendor 3",)]
     assert conn.execute("SELECT count(*) FROM memory_inbox WHERE unit_id IS NULL").fetchone()[0] == 0
     assert conn.execute("SELECT reason, count FROM memory_rejections").fetchall() == [
-        (V.REASON_REFUSED_BY_DATABASE, 1)]
+        (V.REASON_REFUSED_BY_DATABASE, 2)]
     assert "zqcapture" not in stored_text() and "zqfold" not in stored_text()
     unfolded = capture.remember_many(conn, [rows[1], rows[3]], fold_now=False)  # a capture to fold later too
     assert (unfolded["captured"], unfolded["refused"]) == (0, {rows[1].idempotency_key: "CheckViolation"})

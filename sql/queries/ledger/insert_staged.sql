@@ -1,7 +1,7 @@
 -- Move the COPY-staged candidates into the inbox in arrival order; a replayed idempotency key is a no-op. The keys
 -- of the staged rows that wait for a fold, each with whether this statement wrote it: the rows written, and for a
 -- caller that `folds_later` (by keys, in another transaction), replays of the keys given captured earlier and never
--- folded (an import stopped between a capture and its fold). Only such a caller's rows await their fold (sql/045):
+-- folded (a caller stopped between a capture and its fold). Only such a caller's rows await their fold (sql/045):
 -- a caller folding them in this transaction links them in HOT updates. "Unfolded" is spelled as memory_fold spells
 -- it (its file says why). Otherwise the second leg is off by a flag, never by an empty key list: a constant
 -- `= ANY ('{}')` is false, which "implies" any partial index (then the one of unfolded rows, now that of rows
