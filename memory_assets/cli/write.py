@@ -315,7 +315,8 @@ def import_(ctx: click.Context, file: str, project: str | None, no_fold: bool, a
         mem.refresh_statistics(run.totals["inserted"] - counted)  # the rows it missed, should they pass the threshold
     errors = run.bad_lines.shown()
     totals = {**run.totals, "errors": errors, "bad_lines": run.bad_lines.count}
-    off = " memory is off (the kill switch): nothing stored." if totals.get(V.MEMORY_OFF) else ""
+    stored = "the batches after it stored nothing" if totals["captured"] or totals["rejected"] else "nothing stored"
+    off = f" memory is off (the kill switch): {stored}." if totals.get(V.MEMORY_OFF) else ""
     emit(totals, as_json, f"imported {totals['captured']} of {totals['lines']} lines "
                           f"({totals['inserted']} new units, rejected {totals['rejected']}, "
                           f"{run.bad_lines.count} bad lines){off}")

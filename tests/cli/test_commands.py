@@ -404,6 +404,26 @@ def test_import_under_the_kill_switch_says_memory_is_off_and_stores_nothing(clea
     assert result.exit_code == 0 and json.loads(result.stdout)["off"] is True
     with psycopg.connect(clean) as conn:
         assert conn.execute("SELECT count(*) FROM memory_inbox").fetchone()[0] == 0
+    assert "memory is off (the kill switch): nothing stored." in run("import", str(path)).stdout
+
+
+def test_an_import_the_kill_switch_stops_half_way_says_what_it_stored(clean, tmp_path, monkeypatch):
+    """Regression (an attacker's pass): switched off during an import, the command said "nothing stored" after
+    storing its first batches."""
+    monkeypatch.setattr(V, "IMPORT_BATCH", 2)
+
+    def off_after_first(number, turn):  # before the next batch is handed over (and checks the switch)
+        if number == 1:
+            with Memory(database.open_pool(clean), clean) as mem:
+                mem.set_switch("kill", "", "on")
+        turn()
+
+    in_turn(monkeypatch, off_after_first)
+    path = tmp_path / "units.jsonl"
+    path.write_text(fact_lines(4, "Half"))
+    result = run("import", str(path))
+    assert "imported 2 of 4 lines" in result.stdout
+    assert "memory is off (the kill switch): the batches after it stored nothing." in result.stdout
 
 
 def test_import_reports_hostile_lines_and_imports_the_rest(clean, tmp_path, monkeypatch):
