@@ -172,17 +172,16 @@ GOALS = (
          "(remember_many), never an unflushed acknowledgement"),
     Goal("CLI import (remember_many in batches, gated in parallel)", "ingest", ("units_per_second_median", "import"),
          5000, False, " lines/s",
-         "the gates of the next batch run beside the capture of the one before, and its capture beside the fold of "
-         "the one before that; since 1430eea each batch is captured and folded in one transaction on one of two "
-         "writers, its inbox links HOT updates, and the first batch is 250 lines, doubling to 1,000 (1.148x in three "
-         "alternating harness pairs on one EPYC; docs/scaling.md item 51). The fold is the critical path: ~140 us a "
-         "row alone, ~160-180 with the capture, the gates (~70 us a line) and this process (~80 us) beside it on "
-         "two cores, and folds of one project serialise on its counter row (gap-free numbers). The command ends with "
-         "the planner's statistics refreshed beside the last folds and the pending full-text entries merged after "
+         "the gates of the next batch run beside the capture of the one before, and its capture beside the fold of the "
+         "one before that; since 1430eea each batch is captured and folded in one transaction on one of two writers, "
+         "its inbox links HOT updates, and the first batch is 250 lines, doubling to 1,000 (1.119x in three "
+         "alternating harness pairs on one EPYC at a20dedb; docs/scaling.md item 51). The fold is the critical path: "
+         "~140 us a row alone, ~160-180 with the capture, the gates (~70 us a line) and this process (~80 us) beside "
+         "it on two cores, and folds of one project serialise on its counter row (gap-free numbers). The command ends "
+         "with the planner's statistics refreshed beside the last folds and the pending full-text entries merged after "
          "them (items 11-12, 26, 51). Measured no better: the batches' commits unflushed (1.025x), the merge beside "
-         "the last folds, the key columns under COLLATE \"C\" (the fold 0.983x), each part of the fold dropped in "
-         "turn (0.97-1.0x each). Next: less CPU beside the fold or in it, spread over the five tables each row "
-         "writes"),
+         "the last folds, the key columns under COLLATE \"C\" (the fold 0.983x), each part of the fold dropped in turn "
+         "(0.97-1.0x each). Next: less CPU beside the fold or in it, spread over the five tables each row writes"),
     Goal("embedding stage / raw encode()", "embed", ("ratio_stage_vs_raw_encode",), 0.9, False, X,
          "the writes already overlap the encoding (one batch in flight) and the figure follows an untimed warm-up "
          "with the order alternating; what is left is the server's HNSW inserts on the same two cores as the "
