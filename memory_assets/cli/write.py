@@ -76,50 +76,46 @@ def remember(project: str | None, kind: str | None, type_: str | None, title: st
 
 
 class BatchBeforeFailed(Exception):
-    """A batch of an import left out because the batch before it failed: the import stops at that batch."""
+    """A batch of an import left out because the batch before it failed, so the import stops at that batch."""
 
 
 class _Turn:
-    """One batch's place in the import's order: its capture starts once the batch before it is captured, and its
-    fold and commit once the batch before it has ended its transaction. So every wait runs from a batch to the one
-    before it, never back (a line repeated in the next batch waits for this batch's commit), units are numbered as
-    the lines come, and should a batch fail, every batch after it fails too: a stopped import has imported the
-    file's first batches, and run again imports the rest."""
+    """One batch's place in the import's file order, so every wait runs from a batch to the one before it and a
+    failed batch fails every batch after it (a stopped import has imported the file's first batches)."""
 
     def __init__(self, before: _Turn | None) -> None:
         self.before = before
-        self.captured = threading.Event()
-        self.ended = threading.Event()
+        self.captured = threading.Event()  # the next batch may capture
+        self.ended = threading.Event()  # the next batch may fold and commit
         self.failed = False
 
     def take(self) -> None:
-        """Once this batch is captured (remember_many's after_capture): let the next batch capture, and wait for
-        the batch before this one to end its transaction; BatchBeforeFailed should that have failed."""
+        """Once this batch is captured (remember_many's after_capture), let the next batch capture and wait for the
+        batch before this one to end its transaction, failing (BatchBeforeFailed) where that one failed."""
         self.captured.set()
-        if not self.before_committed():
+        if not self.wait_for_before():
             raise BatchBeforeFailed("the batch before this one failed")
 
-    def before_committed(self) -> bool:
-        """Wait for the batch before this one, once: whether it committed."""
-        before, self.before = self.before, None  # a long import's turns are not kept alive one by the next
+    def wait_for_before(self) -> bool:
+        """Whether the batch before this one committed, once it has ended (asked once: the turn then forgets it, so
+        a long import's turns are not kept alive one by the next)."""
+        before, self.before = self.before, None
         if before is None:
             return True
         before.ended.wait()
         return not before.failed
 
     def end(self, committed: bool) -> None:
-        """This batch's transaction has ended: once the batch before it has too (a batch that failed before its
-        turn waits for it here), the next batch may take its turn."""
+        """Mark this batch's transaction ended, once the batch before it has too (a batch that failed before its
+        turn waits for it here), so the next batch takes its turn after both."""
         self.captured.set()
-        self.failed = not self.before_committed() or not committed
+        self.failed = not self.wait_for_before() or not committed
         self.ended.set()
 
 
 class _Import:
-    """The running totals of one import: while the next batch is read, validated and gated (in as many processes as
-    the machine has cores), writer threads capture and fold the batches before it, each batch in one transaction,
-    so the server captures one batch while it folds the one before. A batch is imported whole or not at all, in
-    file order: a stopped import leaves no row waiting for a fold, and run again it imports the rest."""
+    """The running totals of one import, whose writer threads capture one batch while the server folds the one
+    before, each batch in one transaction, in file order (a stopped import leaves no row waiting for a fold)."""
 
     def __init__(self, mem: Memory, fold_now: bool) -> None:
         self.mem = mem
@@ -133,6 +129,7 @@ class _Import:
         self.turn: _Turn | None = None  # the last batch handed to the writers
         # the batches handed over, in file order, until counted
         self.writing: deque[tuple[Future[dict[str, Any]], list[tuple[int, gates.Candidate]]]] = deque()
+        self.stopped = False  # a batch's error was raised: the batches after it are waited for, not counted
         self.refused: dict[str, str] = {}  # the keys refused so far, with the error's class name
         self.merging: Future[bool] | None = None  # after the last batch's commit
 
@@ -143,18 +140,19 @@ class _Import:
             self.flush()
 
     def flush(self) -> None:
-        """Start gating the queued candidates, then hand them to the writers once the batch before is captured: the
-        gate processes work on this batch while the server captures and folds the ones before."""
+        """Start gating the queued candidates, then hand them to the writers once the batch before is captured, so
+        the gate processes work on this batch while the server captures and folds the ones before."""
         if not self.batch:
             return
         batch, self.batch = self.batch, []
         self.batch_size = min(2 * self.batch_size, V.IMPORT_BATCH)
         gating = self.mem.gate_soon([c for _, c in batch], gate_workers=self.gate_workers)
-        self.wait()
-        self.turn = _Turn(self.turn)
-        self.writing.append((self.writers.submit(self.write, gating, self.turn), batch))
+        self.wait_for_last_capture()
+        turn = _Turn(self.turn)
+        self.writing.append((self.writers.submit(self.write, gating, turn), batch))  # waited for by close()
+        self.turn = turn
 
-    def wait(self) -> None:
+    def wait_for_last_capture(self) -> None:
         """Wait for the last batch handed over to be captured, counting the batches written meanwhile (the first
         error among them is raised here)."""
         if self.turn is not None:
@@ -162,9 +160,9 @@ class _Import:
         self.count_written()
 
     def close(self) -> None:
-        """Write what is queued and wait for every batch: the totals are complete afterwards."""
+        """Wait for every batch handed over (after an error or an interrupt too, whose batches are not counted), so
+        the totals are complete and no writer outlives the command."""
         try:
-            self.flush()
             self.count_written(every=True)
             if self.merging is not None:
                 self.merging.result()
@@ -172,10 +170,9 @@ class _Import:
             self.writers.shutdown()
 
     def refresh_beside_last_fold(self) -> int:
-        """While the last batches fold (the one step that leaves a core idle), ANALYZE the units where the store,
-        counting the batches committed so far, is past autovacuum's threshold, and merge the pending full-text
-        entries after the last batch's commit, beside the ANALYZE: the rows the ANALYZE counted (0 when it did not
-        run), so the refresh after the folds counts only the rest."""
+        """ANALYZE the units beside the last folds (the one step that leaves a core idle) where the batches
+        committed so far took the store past autovacuum's threshold, merging the full-text index's pending entries
+        after the last commit: the rows the ANALYZE counted (0 when it did not run), for the refresh after."""
         last = self.turn
         self.count_written()
         committed = self.totals["inserted"]
@@ -190,23 +187,28 @@ class _Import:
         return self.mem.merge_full_text_pending()
 
     def write(self, gating: Gating, turn: _Turn) -> dict[str, Any]:
-        """Capture and fold a gated batch in one transaction, in its turn: its counts."""
+        """Capture and fold a gated batch in one transaction, in its turn (a batch the kill switch refused counts
+        as failed, so none after it is written either): its counts."""
         committed = False
         try:
             counts = self.mem.remember_many(gating, fold_now=self.fold_now, after_capture=turn.take)
-            committed = True
+            committed = not counts.get(V.MEMORY_OFF)
         finally:
             turn.end(committed)
         return counts
 
     def count_written(self, every: bool = False) -> None:
-        """Count the written batches in file order: those done, or with `every` all of them, waiting for each; a
-        batch's error is raised here (not a batch left out after it: that error was raised first)."""
+        """Count the written batches in file order, those done or with `every` all of them (waiting for each),
+        raising the first batch's error (never one after it: each failed because of it)."""
         while self.writing and (every or self.writing[0][0].done()):
             written, batch = self.writing.popleft()
-            if isinstance(written.exception(), BatchBeforeFailed):
+            if self.stopped or isinstance(written.exception(), BatchBeforeFailed):
                 continue
-            counts = written.result()
+            try:
+                counts = written.result()
+            except BaseException:
+                self.stopped = True
+                raise
             if counts.get(V.MEMORY_OFF):  # nothing stored: the run says memory is off
                 self.totals[V.MEMORY_OFF] = True
                 continue
@@ -220,8 +222,8 @@ class _Import:
                 self.report_refused(batch)
 
     def report_refused(self, batch: list[tuple[int, gates.Candidate]]) -> None:
-        """Report the batch's lines whose key the database refused, in this batch or one before it (a line repeated
-        in the next batch reads the row as already captured, until the fold before drops it), once a key a batch."""
+        """Report the batch's lines whose key the database refused, here or in a batch before (whose fold dropped a
+        row this batch's capture had read as captured already), once a key a batch."""
         lines = {candidate.idempotency_key: number for number, candidate in reversed(batch)}
         for key in self.refused.keys() & lines.keys():
             self.bad_lines.add(lines[key], refused_line(lines[key], self.refused[key]))
@@ -308,14 +310,15 @@ def import_(ctx: click.Context, file: str, project: str | None, no_fold: bool, a
                 else:
                     run.add(number, candidate)
             run.flush()
-            run.wait()  # the last batch captured: the folds of the last batches are the work left
+            run.wait_for_last_capture()  # the folds of the last batches are the work left
             counted = run.refresh_beside_last_fold()
         finally:
             run.close()
         mem.refresh_statistics(run.totals["inserted"] - counted)  # the rows it missed, should they pass the threshold
     errors = run.bad_lines.shown()
     totals = {**run.totals, "errors": errors, "bad_lines": run.bad_lines.count}
-    stored = "the batches after it stored nothing" if totals["captured"] or totals["rejected"] else "nothing stored"
+    stored = ("the batches after it stored nothing" if totals["captured"] or totals["inserted"] or totals["rejected"]
+              else "nothing stored")
     off = f" memory is off (the kill switch): {stored}." if totals.get(V.MEMORY_OFF) else ""
     emit(totals, as_json, f"imported {totals['captured']} of {totals['lines']} lines "
                           f"({totals['inserted']} new units, rejected {totals['rejected']}, "

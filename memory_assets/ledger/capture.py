@@ -244,19 +244,21 @@ def _gate_pool(workers: int) -> ProcessPoolExecutor:
 
 
 def _gate_worker_started(parent: int) -> None:
-    """In a forked gate worker: close the sockets it inherited (the parent's database connections: held open by a
-    worker that outlived a killed parent, they kept its transactions open and its counter rows locked), and exit
-    once the parent is gone (the worker's own pipes would keep it waiting for work forever)."""
-    for name in os.listdir("/dev/fd"):
-        try:
-            if stat.S_ISSOCK(os.fstat(int(name)).st_mode):
-                os.close(int(name))
-        except OSError:  # the listing's own descriptor, closed by now
-            continue
+    """Let a forked gate worker hold none of its parent's database connections (a worker that outlived a killed
+    parent kept its transactions open and its counter rows locked) and outlive it by at most a moment."""
+    listed = next((folder for folder in ("/dev/fd", "/proc/self/fd") if os.path.isdir(folder)), None)
+    with open(os.devnull, "rb") as nothing:
+        for name in os.listdir(listed) if listed else []:
+            try:
+                if int(name) > 2 and stat.S_ISSOCK(os.fstat(int(name)).st_mode):
+                    os.dup2(nothing.fileno(), int(name))  # the number stays taken: nothing reuses a stale one
+            except OSError:  # the listing's own descriptor, closed by now
+                continue
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
 
 
 def _exit_with_parent(parent: int) -> None:
+    """Exit once the parent is gone, which the worker's own pipes would otherwise keep waiting for work forever."""
     while os.getppid() == parent:
         time.sleep(V.GATE_WORKER_PARENT_CHECK_SECONDS)
     os._exit(0)
@@ -330,41 +332,40 @@ def taken(gating: Gating) -> Gating:
 def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidate] | Gating, *,
                   fold_now: bool = True, gate_workers: int = 1,
                   after_capture: Callable[[], None] | None = None) -> dict[str, Any]:
-    """Bulk write path: gate every candidate first (outside any transaction, so no lock waits on a gate; in
-    `gate_workers` processes for a large batch, or already started by gate_soon, whose workers then count), then
-    capture the rest in the inbox, fold them and count the rejections per (project, feed, reason) in one
-    transaction; a row the database refuses (its capture or its fold) is left out and counted as a rejection, the
-    rest written, and its key returned in `refused` with the error's class name. `after_capture` runs in the
-    transaction once the batch is captured, before its fold and commit (the import lets its next batch capture
-    there, and waits for the batch before to commit). Captured to fold later, forgotten text is buried at once."""
+    """The bulk write path: the gates first, outside any transaction (no lock waits on a gate), then one transaction
+    that captures what passed, folds it and counts the rejections, leaving out a row the database refuses (its key
+    in `refused`, counted in memory_rejections; `rejected` holds the gates' alone); `after_capture` runs between
+    the capture and the fold (the import's turn), and forgotten text captured to fold later is buried at once."""
     with tracing.span("memory.remember.gates", candidates=len(candidates)):
         gating = taken(candidates) if isinstance(candidates, Gating) else gate_soon(conn, candidates, gate_workers)
         verdicts = gating.verdicts()
     batch = gating.candidates
-    passed = [gates.without_source_text(c) for c, reason in zip(batch, verdicts, strict=True) if not reason]
+    passed: dict[str, gates.Candidate] = {}  # by key, the first of each (the capture writes no later one)
+    for candidate, reason in zip(batch, verdicts, strict=True):
+        if not reason:
+            passed.setdefault(candidate.idempotency_key, gates.without_source_text(candidate))
     rejections: dict[tuple[str, str, str], int] = {}
     for candidate, reason in zip(batch, verdicts, strict=True):
         if reason:
-            key = (candidate.project, candidate.feed, reason)
-            rejections[key] = rejections.get(key, 0) + 1
+            counted = (candidate.project, candidate.feed, reason)
+            rejections[counted] = rejections.get(counted, 0) + 1
     rejected: dict[str, int] = {}  # the gates' rejections, by reason
     for (_, _, reason), count in rejections.items():
         rejected[reason] = rejected.get(reason, 0) + count
     with tracing.span("memory.remember.fold", candidates=len(passed)), conn.transaction():
-        written, to_fold, refused = capture_each(conn, passed, folds_later=not fold_now)
+        written, to_fold, refused = capture_leaving_out_refused(conn, list(passed.values()), folds_later=not fold_now)
         if written and not fold_now:  # forgotten text never waits in the inbox for a fold
             conn.execute(query("ledger/bury_forgotten"), {"keys": written})
         if after_capture is not None:
             after_capture()
-        keys = [key for key in dict.fromkeys(c.idempotency_key for c in passed) if key not in refused]
+        keys = [key for key in passed if key not in refused]
         folded: dict[str, Any] = {"inserted": 0, "refused": {}}
         if fold_now and keys:
             folded = fold_dropping_refused(conn, keys=keys)
-        for candidate in {c.idempotency_key: c for c in passed if c.idempotency_key in refused}.values():
-            key = (candidate.project, candidate.feed, V.REASON_REFUSED_BY_DATABASE)
-            rejections[key] = rejections.get(key, 0) + 1
-        # counted last, in key order: the counter rows a batch before this one holds are free by now (the import),
-        # and two batches counting the same rows never wait for each other in a cycle
+        for key in refused:
+            counted = (passed[key].project, passed[key].feed, V.REASON_REFUSED_BY_DATABASE)
+            rejections[counted] = rejections.get(counted, 0) + 1
+        # counted last, in key order: the counter rows the import's batch before this one counted are free by now
         for project, feed, reason in sorted(rejections):
             record_rejection(conn, project, feed, reason, rejections[project, feed, reason])
         conn.execute(query("database/flush_statistics"))  # counted before a later ANALYZE, never after it
@@ -373,11 +374,10 @@ def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidat
             "to_fold": [] if fold_now else to_fold, "refused": refused}
 
 
-def capture_each(conn: psycopg.Connection[Any], candidates: list[gates.Candidate],
-                 folds_later: bool) -> tuple[list[str], list[str], dict[str, str]]:
-    """capture() of a batch, in a savepoint; should the database refuse a row's own values, each candidate captured
-    in its own, so only the ones it refuses are left out: the keys written and to fold, and the refused keys with
-    the error's class name."""
+def capture_leaving_out_refused(conn: psycopg.Connection[Any], candidates: list[gates.Candidate],
+                                folds_later: bool) -> tuple[list[str], list[str], dict[str, str]]:
+    """capture() of a batch in a savepoint, and where the database refuses a row's own values each candidate in
+    its own, so only those it refuses are left out: the keys written, to fold, and refused (with the error)."""
     try:
         with conn.transaction():
             written, to_fold = capture(conn, candidates, folds_later)

@@ -24,6 +24,9 @@ GOOD = {"project": "acme", "kind": "env", "type": "semantic", "title": "Staging 
         "body": "Staging PostgreSQL requires sslmode=require because the proxy refuses plain TCP."}
 
 
+AWS_KEY_BODY = "Deploy with AKIA" + "Q3ZX7KD4LMNPW2RT."  # a body the secret gate rejects
+
+
 def run(*args):
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
@@ -145,6 +148,26 @@ def in_turn(monkeypatch, act) -> list[int]:
     return batches
 
 
+def first_batch_slow(number, turn) -> None:
+    """An in_turn act: the first batch holds its transaction open a while after its turn, so the next batch is
+    captured (and meets its rows uncommitted) while it folds."""
+    turn()
+    if number == 1:
+        time.sleep(0.3)
+
+
+def titles_past_validation(monkeypatch) -> None:
+    """Let a title past validation that the units' CHECK constraint (80 characters) refuses, as a value the
+    database refuses that validation missed would be."""
+    real_validate = gates.validate
+
+    def lenient(**fields):
+        candidate = real_validate(**{**fields, "title": "placeholder"})
+        return dataclasses.replace(candidate, title=fields.get("title"))
+
+    monkeypatch.setattr(gates, "validate", lenient)
+
+
 def inbox_updates_flushed(conn, at_least: int) -> tuple[int, int]:
     """The inbox's HOT and all updates as the statistics count them, once other sessions' counts have reached
     `at_least` updates (a session flushes them within a second of going idle)."""
@@ -188,18 +211,66 @@ def test_an_import_stopped_in_a_batch_has_imported_the_files_first_batches_and_r
         (f"Fact {i}",) for i in range(5)]
 
 
+def test_an_import_fails_with_the_first_batchs_error_not_a_later_ones(clean, tmp_path, monkeypatch):
+    """Regression (a review): the batch after a failed one, failing with its own error before its turn, replaced the
+    first error when the command waited for it on the way out."""
+    monkeypatch.setattr(V, "IMPORT_BATCH", 2)
+
+    def two_failures(number, turn):
+        if number == 3:
+            raise psycopg.OperationalError("the later error")
+        turn()
+        if number == 2:
+            raise psycopg.OperationalError("the first error")
+
+    in_turn(monkeypatch, two_failures)
+    path = tmp_path / "units.jsonl"
+    path.write_text(fact_lines(5, "Fact"))
+    with pytest.raises(psycopg.OperationalError, match="the first error"):
+        run("import", str(path), "--json")
+
+
+def test_a_batch_the_kill_switch_refused_stops_the_import_even_once_it_is_off_again(clean, tmp_path, monkeypatch,
+                                                                                   conn):
+    """Regression (a review): a batch refused by the kill switch did not count as failed, so a batch after it, once
+    the switch was off again, was written past the gap it left."""
+    monkeypatch.setattr(V, "IMPORT_BATCH", 2)
+    real = Memory.remember_many
+    calls: list[int] = []
+
+    def switch(state: str) -> None:
+        with Memory(database.open_pool(clean), clean) as mem:
+            mem.set_switch("kill", "", state)
+
+    def remember_many(self, candidates, **kwargs):
+        calls.append(len(calls) + 1)
+        if len(calls) == 3:
+            switch("off")
+        turn = kwargs["after_capture"]
+
+        def on_after_first() -> None:
+            if len(calls) == 1:
+                switch("on")
+            turn()
+
+        return real(self, candidates, **{**kwargs, "after_capture": on_after_first})
+
+    monkeypatch.setattr(Memory, "remember_many", remember_many)
+    path = tmp_path / "units.jsonl"
+    path.write_text(fact_lines(6, "Fact"))
+    result = run("import", str(path))
+    assert calls == [1, 2, 3]
+    assert "imported 2 of 6 lines" in result.stdout and "the batches after it stored nothing" in result.stdout
+    assert conn.execute("SELECT title FROM memory_units ORDER BY number").fetchall() == [("Fact 0",), ("Fact 1",)]
+
+
 def test_a_batch_with_nothing_to_fold_keeps_its_place(clean, tmp_path, monkeypatch, conn):
     """A batch whose every line the gates reject still waits for the batch before it, so the batch after it cannot
     fold first: units are numbered as the lines come."""
     monkeypatch.setattr(V, "IMPORT_BATCH", 2)
 
-    def slow_first(number, turn):
-        turn()
-        if number == 1:
-            time.sleep(0.3)
-
-    in_turn(monkeypatch, slow_first)
-    secret = {**GOOD, "body": "Deploy with AKIA" + "Q3ZX7KD4LMNPW2RT."}
+    in_turn(monkeypatch, first_batch_slow)
+    secret = {**GOOD, "body": AWS_KEY_BODY}
     lines = [{**GOOD, "title": "A"}, {**GOOD, "title": "B"}, {**secret, "title": "S1"}, {**secret, "title": "S2"},
              {**GOOD, "title": "C"}, {**GOOD, "title": "D"}]
     path = tmp_path / "units.jsonl"
@@ -216,15 +287,15 @@ def test_the_next_batchs_rejections_wait_for_no_fold_before_it(clean, tmp_path, 
     monkeypatch.setattr(V, "IMPORT_BATCH", 2)
     events: list[str] = []
 
-    def slow_first(number, turn):
+    def noting_turns(number, turn):
         events.append(f"turn {number}")
         turn()
         if number == 1:
             time.sleep(0.5)
             events.append("1 folding")
 
-    in_turn(monkeypatch, slow_first)
-    secret = {**GOOD, "body": "Deploy with AKIA" + "Q3ZX7KD4LMNPW2RT."}
+    in_turn(monkeypatch, noting_turns)
+    secret = {**GOOD, "body": AWS_KEY_BODY}
     lines = [{**GOOD, "title": "A"}, {**secret, "title": "S1"}, {**GOOD, "title": "B"}, {**secret, "title": "S2"}]
     path = tmp_path / "units.jsonl"
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
@@ -271,12 +342,7 @@ def test_a_line_repeated_in_the_next_batch_is_counted_once(clean, tmp_path, monk
     units are numbered as the lines come."""
     monkeypatch.setattr(V, "IMPORT_BATCH", 2)
 
-    def slow_first(number, turn):  # the second batch's capture meets the first batch's row uncommitted
-        turn()
-        if number == 1:
-            time.sleep(0.3)
-
-    in_turn(monkeypatch, slow_first)
+    in_turn(monkeypatch, first_batch_slow)
     lines = [{**GOOD, "title": title} for title in ("Fact A", "Fact B", "Fact A", "Fact C")]
     path = tmp_path / "units.jsonl"
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
@@ -324,7 +390,7 @@ def test_import_without_fold_leaves_rows_for_the_ledger(clean, tmp_path, conn):
 
 def test_import_without_fold_buries_forgotten_text_as_it_captures(mem, tmp_path, conn, stored_text, monkeypatch):
     """Regression (an attacker's pass): an import with --no-fold kept forgotten text in the inbox until a fold
-    buried it; the capture buries it now. An import that folds leaves that to its own fold, a batch later."""
+    buried it; the capture buries it now. An import that folds buries it in its batch's own fold."""
     from memory_assets import authz
 
     token = mem.remember(**GOOD).token
@@ -465,14 +531,7 @@ def test_import_reports_hostile_lines_and_imports_the_rest(clean, tmp_path, monk
 
 def test_import_reports_a_line_the_database_refuses_and_imports_the_rest(clean, tmp_path, monkeypatch):
     """Should a value pass validation and still be refused by the database, only its line is reported."""
-    real_validate = gates.validate
-
-    def lenient(**fields):  # lets a title past validation that the CHECK constraint (80 characters) refuses
-        title = fields.get("title")
-        candidate = real_validate(**{**fields, "title": "placeholder"})
-        return dataclasses.replace(candidate, title=title)
-
-    monkeypatch.setattr(gates, "validate", lenient)
+    titles_past_validation(monkeypatch)
     path = tmp_path / "units.jsonl"
     path.write_text("\n".join([json.dumps(GOOD), json.dumps({**GOOD, "title": "x" * 81}),
                                json.dumps({**GOOD, "title": "Third", "body": "Deploys wait for the green build."})]))
@@ -488,13 +547,7 @@ def test_a_rerun_reports_a_refused_line_an_earlier_run_captured_and_counts_only_
     """A row the database refuses, captured by an earlier run that left its rows for a later fold (--no-fold, or an
     older release stopped between its capture and its fold): the import run again folds it, reports its line and
     drops it, and counts as captured only the rows it wrote itself (none here)."""
-    real_validate = gates.validate
-
-    def lenient(**fields):  # lets a title past validation that the CHECK constraint (80 characters) refuses
-        candidate = real_validate(**{**fields, "title": "placeholder"})
-        return dataclasses.replace(candidate, title=fields.get("title"))
-
-    monkeypatch.setattr(gates, "validate", lenient)
+    titles_past_validation(monkeypatch)
     monkeypatch.setattr(V, "IMPORT_BATCH", 2)
     path = tmp_path / "units.jsonl"
     path.write_text("\n".join([json.dumps({**GOOD, "title": "First"}), json.dumps({**GOOD, "title": "x" * 81}),
@@ -512,20 +565,9 @@ def test_a_refused_line_repeated_in_the_next_batch_is_reported_by_each_batch(cle
     """A line the database refuses, repeated in the next batch: the first batch drops its row, and the next one,
     whose capture waited for that commit, writes it again and drops it too, so each line is reported and neither
     is counted as captured."""
-    real_validate = gates.validate
-
-    def lenient(**fields):  # lets a title past validation that the CHECK constraint (80 characters) refuses
-        candidate = real_validate(**{**fields, "title": "placeholder"})
-        return dataclasses.replace(candidate, title=fields.get("title"))
-
-    def slow_first(number, turn):  # the second batch's capture meets the first batch's row uncommitted
-        turn()
-        if number == 1:
-            time.sleep(0.3)
-
-    monkeypatch.setattr(gates, "validate", lenient)
+    titles_past_validation(monkeypatch)
     monkeypatch.setattr(V, "IMPORT_BATCH", 2)
-    in_turn(monkeypatch, slow_first)
+    in_turn(monkeypatch, first_batch_slow)
     refused = json.dumps({**GOOD, "title": "x" * 81})
     path = tmp_path / "units.jsonl"
     path.write_text("\n".join([json.dumps({**GOOD, "title": "First"}), refused, refused,
@@ -542,23 +584,12 @@ def test_a_refused_row_left_for_a_later_fold_is_reported_on_every_line_that_repe
     """A refused row an `import --no-fold` left, repeated in two batches of the next import: the second batch's
     capture reads the row as captured already, and the first batch's fold drops it before the second's fold; each
     line is reported all the same, and counted as no capture."""
-    real_validate = gates.validate
-
-    def lenient(**fields):  # lets a title past validation that the CHECK constraint (80 characters) refuses
-        candidate = real_validate(**{**fields, "title": "placeholder"})
-        return dataclasses.replace(candidate, title=fields.get("title"))
-
-    def slow_first(number, turn):  # the second batch is captured while the first folds
-        turn()
-        if number == 1:
-            time.sleep(0.3)
-
-    monkeypatch.setattr(gates, "validate", lenient)
+    titles_past_validation(monkeypatch)
     monkeypatch.setattr(V, "IMPORT_BATCH", 2)
     refused = json.dumps({**GOOD, "title": "x" * 81})
     (tmp_path / "earlier.jsonl").write_text(refused + "\n")
     assert run("import", str(tmp_path / "earlier.jsonl"), "--no-fold").exit_code == 0
-    in_turn(monkeypatch, slow_first)
+    in_turn(monkeypatch, first_batch_slow)
     path = tmp_path / "units.jsonl"
     path.write_text("\n".join([json.dumps({**GOOD, "title": "First"}), refused, refused,
                                json.dumps({**GOOD, "title": "Fourth", "body": "Deploys wait for the green build."})]))
@@ -590,7 +621,7 @@ def test_import_streams_batches_and_reports_bad_lines_across_them(tmp_path, anal
              for i in range(1, 2 * V.IMPORT_BATCH + 101)]
     lines[4] = "{not json"
     lines[V.IMPORT_BATCH + 499] = json.dumps({**GOOD, "title": "x" * 81})
-    lines[V.IMPORT_BATCH + 199] = json.dumps({**GOOD, "title": "Key", "body": "Deploy with AKIA" + "Q3ZX7KD4LMNPW2RT."})
+    lines[V.IMPORT_BATCH + 199] = json.dumps({**GOOD, "title": "Key", "body": AWS_KEY_BODY})
     lines[-1] = json.dumps({**GOOD, "kind": "opinion"})
     path = tmp_path / "units.jsonl"
     path.write_text("\n".join(lines) + "\n")

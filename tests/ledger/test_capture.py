@@ -1163,9 +1163,9 @@ def test_a_fold_of_no_keys_sends_no_fold(conn, today):
 
 
 def test_fold_captured_counts_the_new_units_of_its_rows_whichever_fold_took_them(conn, today):
-    """The import folds a batch after capturing it, so the inbox sensor may fold some of its rows first: the count
-    is of the batch's rows that became new units, not of what this fold did. A replay of a folded row waits for no
-    fold; a replay of a row captured and never folded (an import stopped between the two) does."""
+    """A caller folding what it captured to fold later may find the inbox sensor folded some of its rows first: the
+    count is of the batch's rows that became new units, not of what this fold did. A replay of a folded row waits for
+    no fold; a replay of a row captured and never folded (a writer stopped between the two) does."""
     rows = [gates.validate(**{**FACT, "title": f"Relay vendor {i}"}, task_id=f"T-{i}") for i in range(5)]
     keys = [r.idempotency_key for r in rows]
     first = capture.remember_many(conn, rows[:3], fold_now=False)
@@ -1234,8 +1234,20 @@ def test_remember_many_leaves_out_the_rows_the_database_refuses_and_writes_the_r
     assert (unfolded["captured"], unfolded["refused"]) == (0, {rows[1].idempotency_key: "CheckViolation"})
 
 
+def test_a_batch_holding_one_key_twice_writes_the_first_whatever_the_second_holds(conn):
+    """Regression (a review): a task's key leaves out the visibility, so a batch may hold one key twice with other
+    values; should the database refuse the second, the key was both written and refused, left out of the fold and
+    never folded (its row awaiting no fold). The first of a key is the batch's, as the capture's ON CONFLICT says."""
+    first = gates.validate(**FACT, task_id="T-1")
+    again = dataclasses.replace(first, visibility="everyone")  # the same key; the inbox's CHECK refuses it
+    assert again.idempotency_key == first.idempotency_key
+    counts = capture.remember_many(conn, [first, again])
+    assert (counts["captured"], counts["inserted"], counts["refused"]) == (1, 1, {})
+    assert conn.execute("SELECT count(*) FROM memory_inbox WHERE unit_id IS NULL").fetchone()[0] == 0
+
+
 def test_a_days_fold_the_database_refuses_folds_its_other_rows_and_drops_the_refused_one(conn, today, stored_text):
-    """A refused row an import left (stopped between its capture and its fold) fails the day's fold as a whole: the
+    """A refused row left to a later fold (`import --no-fold`) fails the day's fold as a whole: the
     ledger's day fold then folds the day's rows one by one, drops the refused one, counts it as a rejection and
     keeps none of its text; the day's next fold has nothing left to do."""
     rows = [gates.validate(**{**FACT, "title": f"Relay vendor {i}"}, task_id=f"T-{i}") for i in range(4)]

@@ -115,7 +115,7 @@ def test_inbox_sensor_requests_the_days_with_unfolded_rows(mem, today):
     assert isinstance(inbox_sensor(context), dg.SkipReason)
     with mem.connection() as conn:
         capture.remember_many(conn, candidates()[:1], fold_now=False)
-        # a row younger than the grace is its writer's to fold (the import folds one batch behind its capture)
+        # a row younger than the grace is its writer's to fold (remember_many(fold_now=False), then fold_captured)
         assert isinstance(inbox_sensor(dg.build_sensor_context(resources={"postgres": resource})), dg.SkipReason)
         # aged past the grace, the row may fall on the day before `today` (a run in the grace after midnight did)
         day = conn.execute("UPDATE memory_inbox SET received_at = received_at - make_interval(secs => %s) "
