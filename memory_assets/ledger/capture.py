@@ -14,7 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import date
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -341,17 +341,15 @@ def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidat
         verdicts = gating.verdicts()
     batch = gating.candidates
     passed: dict[str, gates.Candidate] = {}  # by key, the first of each (the capture writes no later one)
-    for candidate, reason in zip(batch, verdicts, strict=True):
-        if not reason:
-            passed.setdefault(candidate.idempotency_key, gates.without_source_text(candidate))
-    rejections: dict[tuple[str, str, str], int] = {}
+    rejections: dict[tuple[str, str, str], int] = {}  # counted in memory_rejections
+    rejected: dict[str, int] = {}  # the gates' rejections, by reason
     for candidate, reason in zip(batch, verdicts, strict=True):
         if reason:
             counted = (candidate.project, candidate.feed, reason)
             rejections[counted] = rejections.get(counted, 0) + 1
-    rejected: dict[str, int] = {}  # the gates' rejections, by reason
-    for (_, _, reason), count in rejections.items():
-        rejected[reason] = rejected.get(reason, 0) + count
+            rejected[reason] = rejected.get(reason, 0) + 1
+        else:
+            passed.setdefault(candidate.idempotency_key, gates.without_source_text(candidate))
     with tracing.span("memory.remember.fold", candidates=len(passed)), conn.transaction():
         written, to_fold, refused = capture_leaving_out_refused(conn, list(passed.values()), folds_later=not fold_now)
         if written and not fold_now:  # forgotten text never waits in the inbox for a fold
@@ -384,17 +382,12 @@ def capture_leaving_out_refused(conn: psycopg.Connection[Any], candidates: list[
         return written, to_fold, {}
     except ROW_REFUSALS:
         pass
-    written, to_fold, refused = [], [], {}
-    for candidate in candidates:
-        try:
-            with conn.transaction():
-                one_written, one_to_fold = capture(conn, [candidate], folds_later)
-        except ROW_REFUSALS as error:
-            refused[candidate.idempotency_key] = type(error).__name__
-            continue
-        written += one_written
-        to_fold += one_to_fold
+    captured, refused = each_alone(conn, {c.idempotency_key: c for c in candidates},
+                                   lambda candidate: capture(conn, [candidate], folds_later))
+    written = [key for keys, _ in captured for key in keys]
+    to_fold = [key for _, keys in captured for key in keys]
     return written, to_fold, refused
+
 
 
 def fold_captured(conn: psycopg.Connection[Any], keys: list[str]) -> dict[str, Any]:
@@ -414,6 +407,26 @@ def fold_captured(conn: psycopg.Connection[Any], keys: list[str]) -> dict[str, A
 ROW_REFUSALS = (psycopg.errors.CheckViolation, psycopg.errors.NotNullViolation, psycopg.DataError)
 
 
+Item = TypeVar("Item")
+Written = TypeVar("Written")
+
+
+def each_alone(conn: psycopg.Connection[Any], items: dict[str, Item],
+               write: Callable[[Item], Written]) -> tuple[list[Written], dict[str, str]]:
+    """write() each item in a savepoint of its own, once the database refused a row's own values among them all, so
+    only those it refuses are left out: what each write gave, and the refused items' keys with the error's class
+    name (any other error, a unique number taken say, is the store's fault: raised)."""
+    results: list[Written] = []
+    refused: dict[str, str] = {}
+    for key, item in items.items():
+        try:
+            with conn.transaction():
+                results.append(write(item))
+        except ROW_REFUSALS as error:
+            refused[key] = type(error).__name__
+    return results, refused
+
+
 def fold_dropping_refused(conn: psycopg.Connection[Any], *, day: date | None = None,
                           keys: list[str] | None = None) -> dict[str, Any]:
     """fold() of a day's rows (the ledger asset) or of keys (remember_many, fold_captured); where the database refuses
@@ -427,15 +440,8 @@ def fold_dropping_refused(conn: psycopg.Connection[Any], *, day: date | None = N
         pass
     if keys is None:
         keys = [row[0] for row in conn.execute(query("ledger/unfolded_keys"), {"day": day})]
-    totals = {"inserted": 0, "linked": 0, "forgotten": 0, "projects": 0}
-    refused: dict[str, str] = {}  # key -> the error's class name
-    for key in keys:
-        try:
-            counts = fold(conn, keys=[key])
-        except ROW_REFUSALS as error:  # anything else (a unique number taken) is the store's fault: raised, kept
-            refused[key] = type(error).__name__
-            continue
-        totals = {name: totals[name] + counts[name] for name in totals}
+    folded, refused = each_alone(conn, {key: key for key in keys}, lambda key: fold(conn, keys=[key]))
+    totals = {name: sum(counts[name] for counts in folded) for name in ("inserted", "linked", "forgotten", "projects")}
     if refused:
         with conn.transaction():
             for project, feed, count in conn.execute(query("ledger/drop_refused"), {"keys": list(refused)}).fetchall():
