@@ -178,9 +178,6 @@ class Memory:
         import's turn: capture.remember_many)."""
         tracing.annotate(candidates=len(candidates))
         with self.connection() as conn:
-            if events.killed(conn):
-                return {"captured": 0, "inserted": 0, "rejected": {}, "to_fold": [], "refused": {},
-                        V.MEMORY_OFF: True}
             return capture.remember_many(conn, candidates, fold_now=fold_now, gate_workers=gate_workers,
                                          after_capture=after_capture)
 

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg.types.json import Jsonb
 
-from memory_assets import audit, gates, lifecycle, tokens, tracing
+from memory_assets import audit, events, gates, lifecycle, tokens, tracing
 from memory_assets import vocabulary as V
 from memory_assets.database import analyse_if_never_analysed, one, query
 from memory_assets.errors import ValidationError
@@ -335,7 +335,8 @@ def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidat
     """The bulk write path: the gates first, outside any transaction (no lock waits on a gate), then one transaction
     that captures what passed, folds it and counts the rejections, leaving out a row the database refuses (its key
     in `refused`, counted in memory_rejections; `rejected` holds the gates' alone); `after_capture` runs between
-    the capture and the fold (the import's turn), and forgotten text captured to fold later is buried at once."""
+    the capture and the fold (the import's turn), and forgotten text captured to fold later is buried at once. With
+    the kill switch on when the transaction opens, nothing is written or counted (all counts 0, "off": True)."""
     with tracing.span("memory.remember.gates", candidates=len(candidates)):
         gating = taken(candidates) if isinstance(candidates, Gating) else gate_soon(conn, candidates, gate_workers)
         verdicts = gating.verdicts()
@@ -351,6 +352,8 @@ def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidat
         else:
             passed.setdefault(candidate.idempotency_key, gates.without_source_text(candidate))
     with tracing.span("memory.remember.fold", candidates=len(passed)), conn.transaction():
+        if events.killed(conn):  # read in the write's own transaction, as remember()'s one statement reads it
+            return {"captured": 0, "inserted": 0, "rejected": {}, "to_fold": [], "refused": {}, V.MEMORY_OFF: True}
         written, to_fold, refused = capture_leaving_out_refused(conn, list(passed.values()), folds_later=not fold_now)
         if written and not fold_now:  # forgotten text never waits in the inbox for a fold
             conn.execute(query("ledger/bury_forgotten"), {"keys": written})

@@ -1300,6 +1300,23 @@ def test_a_gating_is_the_gates_verdict_on_its_own_candidates_and_is_written_once
     assert conn.execute("SELECT count(*) FROM memory_units WHERE body LIKE '%%AKIA%%'").fetchone()[0] == 0
 
 
+def test_a_batch_whose_gates_ran_as_the_kill_switch_went_on_stores_and_counts_nothing(mem, conn, monkeypatch):
+    """The switch is read in the batch's own transaction, as remember()'s one statement reads it, not before the
+    gates: a batch gated while it went on (the import gates the next batch beside the one before) writes nothing."""
+    rows = [gates.validate(**FACT), gates.validate(**{**FACT, "body": "password=" + "Tr0ub4dor-and-3"})]
+    real_verdicts = capture.Gating.verdicts
+
+    def switched_on_meanwhile(gating: capture.Gating) -> list[str | None]:
+        mem.set_switch("kill", "", "on")  # another session, while the gates run
+        return real_verdicts(gating)
+
+    monkeypatch.setattr(capture.Gating, "verdicts", switched_on_meanwhile)
+    assert mem.remember_many(rows) == {"captured": 0, "inserted": 0, "rejected": {}, "to_fold": [], "refused": {},
+                                       "off": True}
+    for table in ("memory_inbox", "memory_units", "memory_rejections"):
+        assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
+
+
 ORIGIN = (f"SELECT number, origin_session_id, origin_persona, origin_visibility, {READS_ITS_SOURCES} "
           "FROM memory_units WHERE project = 'acme' ORDER BY number")
 
