@@ -652,11 +652,14 @@ def _ignores_case_in_a_group(node: Any) -> bool:
     return False
 
 
-def _screen(pattern: re.Pattern[str]) -> Callable[[str], object] | None:
-    """A substring test for the pattern's most telling required literal, false only where the pattern cannot
-    match; None (the pattern always runs) where it requires no literal, or starts with one and heeds case (the regex
-    engine skips ahead by itself). A case-insensitive pattern's test reads the case-folded text (str.lower costs
-    less than the engine's case-insensitive search: 27 us of ~120 us a candidate went to nine such patterns)."""
+def _any_literal(literals: tuple[str, ...]) -> Screen:
+    """One search that finds any of the literals in a text (none: finds nothing)."""
+    return re.compile("|".join(map(re.escape, literals)) if literals else "(?!)").search
+
+
+def _screen_needles(pattern: re.Pattern[str]) -> tuple[tuple[str, ...], bool] | None:
+    """The literals _screen tests for (one of them is in every text the pattern matches) and whether they are read
+    in the case-folded text, or None where it has no screen."""
     read = _parsed(pattern)
     if read is None:
         return None
@@ -667,10 +670,22 @@ def _screen(pattern: re.Pattern[str]) -> Callable[[str], object] | None:
     if not groups:
         return None
     best = max(groups, key=lambda group: min(map(len, group)))
-    if ignores_case:
-        needles = tuple(dict.fromkeys(needle.lower() for needle in best))
-        if not all(needle.isascii() for needle in needles):
-            return None
+    if not ignores_case:
+        return tuple(best), False
+    needles = tuple(dict.fromkeys(needle.lower() for needle in best))
+    return (needles, True) if all(needle.isascii() for needle in needles) else None
+
+
+def _screen(pattern: re.Pattern[str]) -> Callable[[str], object] | None:
+    """A substring test for the pattern's most telling required literal, false only where the pattern cannot
+    match; None (the pattern always runs) where it requires no literal, or starts with one and heeds case (the regex
+    engine skips ahead by itself). A case-insensitive pattern's test reads the case-folded text (str.lower costs
+    less than the engine's case-insensitive search: 27 us of ~120 us a candidate went to nine such patterns)."""
+    screened = _screen_needles(pattern)
+    if screened is None:
+        return None
+    needles, folded = screened
+    if folded:
         if len(needles) == 1:
             (folded_needle,) = needles
             return lambda text: folded_needle in case_folded(text)
@@ -680,18 +695,27 @@ def _screen(pattern: re.Pattern[str]) -> Callable[[str], object] | None:
             return any(needle in folded for needle in needles)
 
         return folded_screen
-    if len(best) == 1:
-        needle = best[0]
+    if len(needles) == 1:
+        needle = needles[0]
         return lambda text: needle in text
-    return lambda text: any(needle in text for needle in best)
+    return lambda text: any(needle in text for needle in needles)
 
 
 def any_phrase(phrases: Iterable[str]) -> Callable[[str], bool]:
     """Whether a text holds any of the phrases (regexes ignoring case), as their alternation says, each searched for
-    only where its screen lets it match, since the engine tries every branch of an alternation at every position."""
-    searches = [(pattern.search, _screen(pattern)) for pattern in (re.compile(p, re.IGNORECASE) for p in phrases)]
-    return lambda text: any((screen is None or screen(text)) and search(text) is not None
-                            for search, screen in searches)
+    only where its screen lets it match, since the engine tries every branch of an alternation at every position;
+    where every phrase has a screen, a text holding none of their literals is cleared by one search."""
+    compiled = [re.compile(p, re.IGNORECASE) for p in phrases]
+    searches = [(pattern.search, _screen(pattern)) for pattern in compiled]
+
+    def each(text: str) -> bool:
+        return any((screen is None or screen(text)) and search(text) is not None for search, screen in searches)
+
+    screened = [_screen_needles(pattern) for pattern in compiled]
+    if any(needles is None or not needles[1] for needles in screened):
+        return each
+    any_needle = _any_literal(tuple(dict.fromkeys(needle for needles in screened if needles for needle in needles[0])))
+    return lambda text: any_needle(case_folded(text)) is not None and each(text)
 
 
 _SESSION_SUMMARY = any_phrase(rf"\b(?:{phrase})\b" for phrase in SESSION_SUMMARY_PHRASES)
@@ -745,11 +769,6 @@ class Hints(NamedTuple):
         if self.any_cased(stripped):
             return False
         return not (self.folded and self.any_folded(case_folded(stripped)))
-
-
-def _any_literal(literals: tuple[str, ...]) -> Screen:
-    """One search that finds any of the literals in a text (none: finds nothing)."""
-    return re.compile("|".join(map(re.escape, literals)) if literals else "(?!)").search
 
 
 # Every pattern with the screen that lets has_secret skip it on a text it cannot match
