@@ -392,7 +392,6 @@ def capture_leaving_out_refused(conn: psycopg.Connection[Any], candidates: list[
     return written, to_fold, refused
 
 
-
 def fold_captured(conn: psycopg.Connection[Any], keys: list[str]) -> dict[str, Any]:
     """Fold the rows a capture left unfolded (remember_many's to_fold) in their own transaction: how many became new
     units, whichever fold took them (a ledger run may have folded some first), and the keys whose unit the

@@ -148,6 +148,12 @@ def in_turn(monkeypatch, act) -> list[int]:
     return batches
 
 
+def kill_switch(url: str, state: str) -> None:
+    """Turn the kill switch on or off from a session of its own, as an operator would during an import."""
+    with Memory(database.open_pool(url), url) as mem:
+        mem.set_switch("kill", "", state)
+
+
 def first_batch_slow(number, turn) -> None:
     """An in_turn act: the first batch holds its transaction open a while after its turn, so the next batch is
     captured (and meets its rows uncommitted) while it folds."""
@@ -238,19 +244,15 @@ def test_a_batch_the_kill_switch_refused_stops_the_import_even_once_it_is_off_ag
     real = Memory.remember_many
     calls: list[int] = []
 
-    def switch(state: str) -> None:
-        with Memory(database.open_pool(clean), clean) as mem:
-            mem.set_switch("kill", "", state)
-
     def remember_many(self, candidates, **kwargs):
         calls.append(len(calls) + 1)
-        if len(calls) == 3:
-            switch("off")
+        if len(calls) == 3:  # before its gates and its transaction, which in_turn's act cannot reach
+            kill_switch(clean, "off")
         turn = kwargs["after_capture"]
 
         def on_after_first() -> None:
             if len(calls) == 1:
-                switch("on")
+                kill_switch(clean, "on")
             turn()
 
         return real(self, candidates, **{**kwargs, "after_capture": on_after_first})
@@ -462,8 +464,7 @@ def test_a_credential_typed_into_any_flag_is_never_quoted_back_nor_kept(clean, t
 
 def test_import_under_the_kill_switch_says_memory_is_off_and_stores_nothing(clean, tmp_path):
     """Regression: the import crashed (KeyError) on remember_many's "off" answer."""
-    with Memory(database.open_pool(clean), clean) as mem:
-        mem.set_switch("kill", "", "on")
+    kill_switch(clean, "on")
     path = tmp_path / "units.jsonl"
     path.write_text(fact_lines(3, "Off"))
     result = run("import", str(path), "--json")
@@ -480,8 +481,7 @@ def test_an_import_the_kill_switch_stops_half_way_says_what_it_stored(clean, tmp
 
     def off_after_first(number, turn):  # before the next batch is handed over (and checks the switch)
         if number == 1:
-            with Memory(database.open_pool(clean), clean) as mem:
-                mem.set_switch("kill", "", "on")
+            kill_switch(clean, "on")
         turn()
 
     in_turn(monkeypatch, off_after_first)
