@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from memory_assets import gates, tokens
+from memory_assets import database, gates, tokens
 from memory_assets import vocabulary as V
 from memory_assets.database import one, query
 from memory_assets.errors import ValidationError
@@ -85,6 +85,21 @@ def set_switch(conn: psycopg.Connection[Any], scope: str, key: str, value: str) 
     elif value not in V.SWITCH_VALUES:
         raise ValidationError("value", f"must be on or off (got {gates.shown(value)})")
     conn.execute(query("events/set_switch"), {"scope": scope, "key": key, "value": str(value)})
+    if scope == "kill" and value == "on":
+        drain_writes(conn)
+
+
+def drain_writes(conn: psycopg.Connection[Any]) -> None:
+    """Wait for every write that read the kill switch as off to end (each holds the switch's lock shared to its
+    commit), so that once the switch is on and this returns nothing more is stored; writes that begin meanwhile wait
+    here and then read it on. A write still running after KILL_SWITCH_DRAIN_MS raises TimeoutError."""
+    try:
+        with conn.transaction():
+            database.bound_lock_wait(conn, V.KILL_SWITCH_DRAIN_MS)
+            database.hold(conn, V.KILL_SWITCH_LOCK)
+    except psycopg.errors.LockNotAvailable:
+        raise TimeoutError(f"the kill switch is on, but writes that began before it were still running after "
+                           f"{V.KILL_SWITCH_DRAIN_MS} ms: they may still commit") from None
 
 
 def holdout_percent(value: object) -> float:
@@ -102,6 +117,12 @@ def holdout_percent(value: object) -> float:
 def killed(conn: psycopg.Connection[Any]) -> bool:
     """Whether the kill switch is on: then memory does nothing at all (no writes, no blocks, no events)."""
     return bool(one(conn.execute(query("events/killed")))[0])
+
+
+def writes_killed(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the kill switch is on, read by a write as its transaction's first statement: the switch's lock is held
+    to its commit, so turning the switch on waits for the write (drain_writes)."""
+    return bool(one(conn.execute(query("events/writes_killed"), prepare=True))[0])
 
 
 def holdout_bucket(unit_of_assignment: str) -> float:

@@ -135,7 +135,7 @@ def vote(conn: psycopg.Connection[Any], project: str, token: str, task_id: str, 
     persona = gates.identifier("persona", persona)
     project = gates.project_name(project)
     with conn.transaction():
-        if events.killed(conn):
+        if events.writes_killed(conn):
             return {"token": token, V.MEMORY_OFF: True}
         unit_id = tokens.unit_id_read_by(conn, project, token, persona)
         conn.execute("SELECT 1 FROM memory_units WHERE id = %s FOR UPDATE", (unit_id,))  # votes of a unit serialise

@@ -3,8 +3,10 @@ default, and a kill switch that stops everything."""
 
 import itertools
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
+import psycopg
 import pytest
 
 from bench.recall_stages import round_trips
@@ -196,3 +198,84 @@ def test_the_kill_switch_stops_every_write_block_and_event(mem, conn):
     assert [u["id"] for u in mem.bundle("acme")["units"]] == [token]
     assert mem.cite_from_text("acme", "T-1", f"as {token} says") == [token]
     assert [h.token for h in mem.recall("acme", "cache warm-up")] == [token]
+
+
+STORED = ("SELECT (SELECT count(*) FROM memory_inbox), (SELECT count(*) FROM memory_units), "
+          "(SELECT count(*) FROM memory_votes), (SELECT count(*) FROM memory_events), "
+          "(SELECT coalesce(sum(count), 0) FROM memory_rejections)")
+WAITING = "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = %s"
+CACHE = dict(project="acme", kind="env", type="semantic", title="Cache warm-up",
+             body="The cache is warmed at 06:00 because traffic peaks at 07:00.")
+
+
+def held_write(mem, token):
+    """Each write path: the row another session locks so that the write waits after reading the kill switch, and
+    the write itself."""
+    unit = "SELECT 1 FROM memory_units WHERE project = 'acme' FOR UPDATE"
+    counter = "SELECT 1 FROM memory_projects WHERE project = 'acme' FOR UPDATE"
+    return {
+        "remember": (counter, lambda: mem.remember(**{**CACHE, "title": "Peak", "body": "Traffic peaks at 07:00."})),
+        "remember_many": (counter, lambda: mem.remember_many([gates.validate(**{**CACHE, "title": "Peak",
+                                                                                   "body": "Traffic peaks at 7."})])),
+        "vote": (unit, lambda: mem.confirm("acme", token, task_id="T-1")),
+        "event": (unit, lambda: mem.record_events("acme", "T-1", [{"token": token, "kind": "read"}])),
+        "rejection": ("SELECT 1 FROM memory_rejections FOR UPDATE",
+                      lambda: mem.remember(**{**CACHE, "body": "password=" + "Tr0ub4dor-and-3"})),
+    }
+
+
+def waiting_for(conn, locktype: str) -> None:
+    """Until some session waits for a lock of this type."""
+    for _ in range(200):
+        if conn.execute(WAITING, (locktype,)).fetchone()[0]:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"no session waits for a {locktype} lock")
+
+
+@pytest.mark.parametrize("path", ["remember", "remember_many", "vote", "event", "rejection"])
+def test_once_set_switch_turns_the_kill_switch_on_no_write_that_read_it_off_commits(mem, conn, clean, path):
+    """A write that read the switch as off just before it went on used to commit after set_switch had returned
+    (an import's batch up to ~0.2 s later): set_switch now waits for every such write, so what is stored when it
+    returns is all that is stored, and the next write is off."""
+    token = mem.remember(**CACHE).token
+    mem.remember(**{**CACHE, "body": "password=" + "Tr0ub4dor-and-3"})  # the rejections' counter row exists
+    lock, write = held_write(mem, token)[path]
+    before = conn.execute(STORED).fetchone()
+    stored_when_it_returned = []
+
+    def switch_on():
+        mem.set_switch("kill", "", "on")
+        with psycopg.connect(clean) as reader:
+            stored_when_it_returned.append(reader.execute(STORED).fetchone())
+
+    with psycopg.connect(clean) as blocker, ThreadPoolExecutor(2) as pool:
+        with blocker.transaction():
+            blocker.execute(lock)
+            writing = pool.submit(write)
+            waiting_for(conn, "transactionid")
+            switching = pool.submit(switch_on)
+            waiting_for(conn, "advisory")
+            assert not switching.done()  # it waits for the write in flight
+        writing.result(timeout=30)
+        switching.result(timeout=30)
+    after = conn.execute(STORED).fetchone()
+    assert after != before  # the write read the switch off: it is stored
+    assert stored_when_it_returned == [after]  # and it had committed by the time set_switch returned
+    assert mem.remember(**{**CACHE, "title": "After", "body": "Traffic peaks at 08:00."}).status == "off"
+
+
+def test_a_write_still_running_after_the_drain_bound_makes_set_switch_say_so_with_the_switch_on(mem, conn, clean,
+                                                                                                monkeypatch):
+    """An emergency switch never hangs behind a stuck write: past KILL_SWITCH_DRAIN_MS it raises, the switch on."""
+    token = mem.remember(**CACHE).token
+    monkeypatch.setattr(V, "KILL_SWITCH_DRAIN_MS", 200)
+    with psycopg.connect(clean) as blocker, ThreadPoolExecutor(1) as pool:
+        with blocker.transaction():
+            blocker.execute("SELECT 1 FROM memory_units WHERE project = 'acme' FOR UPDATE")
+            writing = pool.submit(mem.confirm, "acme", token, task_id="T-1")
+            waiting_for(conn, "transactionid")
+            with pytest.raises(TimeoutError, match=r"kill switch is on.*200 ms"):
+                mem.set_switch("kill", "", "on")
+            assert mem.remember(**{**CACHE, "title": "After", "body": "Traffic peaks at 08:00."}).status == "off"
+        assert writing.result(timeout=30)["confirms"] == 1  # it read the switch off: it is stored, as it was

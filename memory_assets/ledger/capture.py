@@ -145,9 +145,7 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersed
             return KILLED
         gated, reason = verdict
         if reason:
-            with conn.transaction():
-                record_rejection(conn, candidate.project, candidate.feed, reason)
-            return RememberResult(status=V.OUTCOME_REJECTED, reason=reason)
+            return rejected_unless_killed(conn, candidate, reason)
         with tracing.span("memory.remember.fold"):
             # without a supersession, the capture and fold are one statement (a server-side function,
             # sql/functions/memory_remember_gated.sql), its own transaction on an autocommit connection: one round
@@ -165,13 +163,21 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersed
         raise RuntimeError(f"the canon of project {candidate.project} changed during each of "
                            f"{V.REMEMBER_CANON_ATTEMPTS} attempts to remember a candidate")
     if outcome == V.INBOX_FORGOTTEN:
-        with conn.transaction():
-            record_rejection(conn, candidate.project, candidate.feed, V.REASON_FORGOTTEN)
-        return RememberResult(status=V.OUTCOME_REJECTED, reason=V.REASON_FORGOTTEN)
+        return rejected_unless_killed(conn, candidate, V.REASON_FORGOTTEN)
     if outcome == V.INBOX_INSERTED and not replayed and number == V.UNITS_ANALYSED_AT_NUMBER:
         analyse_if_never_analysed(conn, V.UNITS_TABLE)  # a project's 50th unit: a young store's first statistics
     status = V.OUTCOME_DUPLICATE if (outcome == V.INBOX_DUPLICATE or (replayed and not resent)) else status
     return RememberResult(status=status, token=tokens.token_of(number), unit_id=str(unit_id))
+
+
+def rejected_unless_killed(conn: psycopg.Connection[Any], candidate: gates.Candidate, reason: str) -> RememberResult:
+    """A rejection counted in a transaction that reads the kill switch first, since the switch may have gone on after
+    the read that let the candidate be gated: then nothing is counted and the status is "off"."""
+    with conn.transaction():
+        if events.writes_killed(conn):
+            return KILLED
+        record_rejection(conn, candidate.project, candidate.feed, reason)
+    return RememberResult(status=V.OUTCOME_REJECTED, reason=reason)
 
 
 def gated_under_canon(conn: psycopg.Connection[Any], candidate: gates.Candidate,
@@ -352,7 +358,7 @@ def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidat
         else:
             passed.setdefault(candidate.idempotency_key, gates.without_source_text(candidate))
     with tracing.span("memory.remember.fold", candidates=len(passed)), conn.transaction():
-        if events.killed(conn):  # read in the write's own transaction, as remember()'s one statement reads it
+        if events.writes_killed(conn):  # read in the write's own transaction, as remember()'s one statement reads it
             return {"captured": 0, "inserted": 0, "rejected": {}, "to_fold": [], "refused": {}, V.MEMORY_OFF: True}
         written, to_fold, refused = capture_leaving_out_refused(conn, list(passed.values()), folds_later=not fold_now)
         if written and not fold_now:  # forgotten text never waits in the inbox for a fold

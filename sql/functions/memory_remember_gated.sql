@@ -1,6 +1,6 @@
 -- remember()'s write, one statement: the kill switch and the canon checked, the candidate captured in the inbox and
 -- folded into a numbered unit, a duplicate's source, or buried where its content was forgotten. Its history: sql/019,
--- 022, 037 and 041; each change of this file comes with a numbered migration saying why (sql/042).
+-- 022, 037, 041, 045 and 046; each change of this file comes with a numbered migration saying why (sql/042).
 CREATE OR REPLACE FUNCTION memory_remember_gated(candidate jsonb, fold_trust real, gated_canon uuid)
 RETURNS TABLE (outcome text, unit_id uuid, number bigint, status text, replayed boolean)
 LANGUAGE plpgsql
@@ -22,7 +22,7 @@ DECLARE
     found_status text;
     became text;
 BEGIN
-    SELECT coalesce((SELECT ks.value = 'on' FROM memory_switch ks WHERE ks.scope = 'kill' AND ks.key = ''), false),
+    SELECT memory_writes_killed(),  -- the switch's lock held to commit (sql/046)
            (SELECT p.canon_version FROM memory_projects p WHERE p.project = candidate ->> 'project')
     INTO killed, canon_now;
     IF killed THEN

@@ -398,7 +398,11 @@ def test_the_fold_functions_speak_the_vocabulary(conn):
     assert remember.count(columns) == 2, remember  # inserted and selected: the same list
     assert f"SELECT '{V.SWITCH_KILLED}'::text" in remember and f"SELECT '{V.CANON_CHANGED}'::text" in remember
     killed = " ".join(database.query("events/_killed").split("\n", 1)[1].split())
-    assert killed in remember, killed  # the kill switch as every other read spells it
+    writes_killed = " ".join(conn.execute("SELECT pg_get_functiondef('memory_writes_killed'::regproc)")
+                             .fetchone()[0].split())
+    assert killed in writes_killed, killed  # the kill switch as every other read spells it, under the switch's lock
+    assert f"pg_advisory_xact_lock_shared(hashtext('{V.KILL_SWITCH_LOCK}'))" in writes_killed, writes_killed
+    assert "SELECT memory_writes_killed()," in remember, remember
     assert conn.execute("SELECT to_regproc('memory_remember')").fetchone()[0] is None  # one write function, no copy
 
     def between(body: str, start: str, end: str) -> str:

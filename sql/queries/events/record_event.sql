@@ -8,7 +8,7 @@ WITH new AS (
     FROM memory_units u
     WHERE u.project = %(project)s::text AND u.number = %(number)s::bigint
       AND {ledger/_read_by_persona}
-      AND NOT {events/_killed}
+      AND NOT {events/_writes_killed}
     ON CONFLICT (task_id, unit_id, kind) DO NOTHING
     RETURNING unit_id, kind, at
 )

@@ -1,0 +1,15 @@
+-- Once the kill switch is set on and set_switch returns, nothing more is stored. Each write read the switch in its
+-- own transaction, but one that read it as off just before it went on still committed afterwards: up to a
+-- remember_many batch's ~0.2 s later, microseconds for remember()'s one statement, a vote or an event. Every write
+-- now reads the switch through memory_writes_killed() (sql/functions/memory_writes_killed.sql), which takes the
+-- advisory lock 'memory_switch:kill' shared, held to the write's commit, then reads the switch in a statement of its
+-- own, so with a snapshot taken after the lock was granted. Turning the switch on commits the new value, then takes
+-- the lock exclusively (events.drain_writes): it waits for every write that read the old value, and a write that
+-- begins meanwhile waits too, then reads the new one. remember()'s one-statement write (sql/functions/
+-- memory_remember_gated.sql) reads the switch through it; remember_many, votes, events and the count of a
+-- rejection read it as their transaction's first statement. Reads (recall, bundles, prompt blocks) take no lock.
+--
+-- sql/functions/memory_remember_gated.sql sha256 e938ea5402e444198f5fa52c7b6d1cbd2422dbdbfd8b12fefcd14b1b2a566cdb
+-- sql/functions/memory_writes_killed.sql sha256 3bf541d8b3de311ebae42082d43bd3b9fbc4ea74c3a59989c96176f7bd4cbec2
+-- Nothing else changes here: migrate() applies the two function files after this migration, in its transaction.
+SELECT 1;
