@@ -412,6 +412,17 @@ def test_has_secret_agrees_with_every_detector_on_the_corpus_and_the_readme():
     assert disagreements == []
 
 
+_LITERAL_SETS = (gates._hints().cased, gates._hints().folded, ("sk-", "sk-ant-", "s"), ("", "x"), ())
+
+
+@given(st.sampled_from(_LITERAL_SETS),
+       st.lists(st.one_of(st.sampled_from([lit for lits in _LITERAL_SETS for lit in lits if lit]),
+                          st.text(alphabet="sk-antKIA.eyJ/:_ä", max_size=6)), max_size=6).map("".join))
+def test_a_literal_screen_finds_a_text_exactly_where_one_of_its_literals_occurs(literals, text):
+    """The screens' one search for any of a set of literals (nested by shared prefix) is an `in` test of each."""
+    assert bool(gates._any_literal(literals)(text)) == any(literal in text for literal in literals)
+
+
 def test_every_plugin_screen_passes_each_line_its_plugin_fires_on():
     """A screen of one of detect-secrets' own plugins (keyword, entropy, JWT) skips it only on a line it cannot fire
     on: each plugin, run alone over every line has_secret hands it, fires only where its screen passes (the verdict

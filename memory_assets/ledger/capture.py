@@ -79,6 +79,7 @@ def capture(conn: psycopg.Connection[Any], candidates: list[gates.Candidate],
     with conn.cursor() as cur:
         cur.execute(query("ledger/create_inbox_stage"))
         with cur.copy(f"COPY inbox_stage ({columns}) FROM STDIN") as copy:
+            copy.set_types(V.INBOX_COLUMN_TYPES)
             for candidate in candidates:
                 copy.write_row(inbox_row(candidate))
         keys = [c.idempotency_key for c in candidates] if folds_later else []  # read only when replaying

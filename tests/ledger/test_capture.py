@@ -1655,3 +1655,21 @@ def test_a_row_captured_before_a_unit_first_held_its_words_is_a_unit_of_its_own_
     for body in (middle["body"], EARLIER["body"], FACT["body"]):  # the unit holds the row's words after its capture
         mem.correct("acme", held.token, body=body)
     assert capture.fold(conn, keys=captured["to_fold"])["inserted"] == 1
+
+
+def test_the_capture_copies_each_column_as_the_inbox_types_it_and_every_value_back_unchanged(mem, conn):
+    """The capture's COPY is told each column's type (V.INBOX_COLUMN_TYPES) instead of inspecting every value: they
+    are the inbox's own, and values an array or a COPY line could misread come back as they were sent."""
+    declared = [conn.adapters.types.get_oid(name) for name in V.INBOX_COLUMN_TYPES]
+    actual = [conn.execute("SELECT atttypid FROM pg_attribute WHERE attrelid = 'memory_inbox'::regclass"
+                           " AND attname = %s", (column,)).fetchone()[0] for column in V.INBOX_COLUMNS]
+    assert declared == actual
+    awkward = ["a,b", '{"x"}', "back\\slash", "NULL", "ünïcode ✓", "\\N"]
+    body = "Line one\twith a tab,\nline two with \\N and \\. in it."
+    candidate = gates.validate(**{**FACT, "body": body}, paths=awkward, keywords=list(reversed(awkward)), confidence=1,
+                               importance=0.25, valid_from=datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC),
+                               task_id="T-1")
+    assert capture.remember_many(conn, [candidate])["inserted"] == 1
+    stored = conn.execute("SELECT body, paths, keywords, confidence, importance, valid_from, task_id, persona "
+                          "FROM memory_inbox").fetchone()
+    assert stored == (body, awkward, list(reversed(awkward)), 1.0, 0.25, candidate.valid_from, "T-1", None)
