@@ -185,8 +185,8 @@ GOALS = (
          "goal still, and they are kept (item 52). The command is bound by CPU (~320 us a line, 76 % of two cores). "
          "The gate's secret scan of a clean text took 49 us, now 38 (1.026x the import), and its exclusion policy "
          "11.7, now 7.8 (1.036x; item 53); the capture's COPY told its column types and the literal screens "
-         "nested by prefix, 1.012x (item 55); without the scan the import made 1.127x (item 52). Next: less CPU in the fold or beside it, none of which alone reaches 5,000 "
-         "here"),
+         "nested by prefix, 1.012x (item 55); without the scan the import made 1.127x (item 52). Next: less CPU "
+         "in the fold or beside it, none of which alone reaches 5,000 here"),
     Goal("embedding stage / raw encode()", "embed", ("ratio_stage_vs_raw_encode",), 0.9, False, X,
          "the writes already overlap the encoding (one batch in flight) and the figure follows an untimed warm-up "
          "with the order alternating; what is left is the server's HNSW inserts on the same two cores as the "
