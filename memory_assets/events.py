@@ -91,8 +91,9 @@ def set_switch(conn: psycopg.Connection[Any], scope: str, key: str, value: str) 
 
 def drain_writes(conn: psycopg.Connection[Any]) -> None:
     """Wait for every write that read the kill switch as off to end (each holds the switch's lock shared to its
-    commit), so that once the switch is on and this returns nothing more is stored; writes that begin meanwhile wait
-    here and then read it on. A write still running after KILL_SWITCH_DRAIN_MS raises TimeoutError."""
+    commit), so that once the switch is on and this returns nothing more is stored; a write that begins meanwhile
+    finds the lock asked for and stores nothing. A write still running after KILL_SWITCH_DRAIN_MS raises
+    TimeoutError."""
     try:
         with conn.transaction():
             database.bound_lock_wait(conn, V.KILL_SWITCH_DRAIN_MS)

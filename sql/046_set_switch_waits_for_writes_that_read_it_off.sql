@@ -4,12 +4,13 @@
 -- now reads the switch through memory_writes_killed() (sql/functions/memory_writes_killed.sql), which takes the
 -- advisory lock 'memory_switch:kill' shared, held to the write's commit, then reads the switch in a statement of its
 -- own, so with a snapshot taken after the lock was granted. Turning the switch on commits the new value, then takes
--- the lock exclusively (events.drain_writes): it waits for every write that read the old value, and a write that
--- begins meanwhile waits too, then reads the new one. remember()'s one-statement write (sql/functions/
+-- the lock exclusively (events.drain_writes): it waits for every write that read the old value. A write never waits
+-- for the lock: one that begins meanwhile finds it taken or asked for, and so the switch on, and stores nothing (it
+-- would hold its pooled connection for the whole drain otherwise). remember()'s one-statement write (sql/functions/
 -- memory_remember_gated.sql) reads the switch through it; remember_many, votes, events and the count of a
 -- rejection read it as their transaction's first statement. Reads (recall, bundles, prompt blocks) take no lock.
 --
 -- sql/functions/memory_remember_gated.sql sha256 e938ea5402e444198f5fa52c7b6d1cbd2422dbdbfd8b12fefcd14b1b2a566cdb
--- sql/functions/memory_writes_killed.sql sha256 3bf541d8b3de311ebae42082d43bd3b9fbc4ea74c3a59989c96176f7bd4cbec2
+-- sql/functions/memory_writes_killed.sql sha256 3de05686f3db2efb754135048677e31d9549c9bb7bed9cb6f153d0729dcb36c6
 -- Nothing else changes here: migrate() applies the two function files after this migration, in its transaction.
 SELECT 1;

@@ -279,3 +279,28 @@ def test_a_write_still_running_after_the_drain_bound_makes_set_switch_say_so_wit
                 mem.set_switch("kill", "", "on")
             assert mem.remember(**{**CACHE, "title": "After", "body": "Traffic peaks at 08:00."}).status == "off"
         assert writing.result(timeout=30)["confirms"] == 1  # it read the switch off: it is stored, as it was
+
+
+def test_writes_that_begin_while_set_switch_waits_for_one_in_flight_are_off_at_once(mem, conn, clean):
+    """Turning the switch on waits for a write in flight, but no other write waits with it: each finds the switch's
+    lock asked for, stores nothing and says off at once, so no pooled connection is held through the drain (an
+    attacker's pass: behind a write stuck on an operator's lock, every write queued and the pool ran dry)."""
+    token = mem.remember(**CACHE).token
+    before = conn.execute(STORED).fetchone()
+    with psycopg.connect(clean) as blocker, ThreadPoolExecutor(2) as pool:
+        with blocker.transaction():
+            blocker.execute("SELECT 1 FROM memory_units WHERE project = 'acme' FOR UPDATE")
+            held = pool.submit(mem.confirm, "acme", token, task_id="T-1")
+            waiting_for(conn, "transactionid")
+            switching = pool.submit(mem.set_switch, "kill", "", "on")
+            waiting_for(conn, "advisory")
+            started = time.monotonic()
+            assert mem.remember(**{**CACHE, "title": "Peak", "body": "Traffic peaks at 07:00."}).status == "off"
+            assert mem.remember_many([gates.validate(**{**CACHE, "title": "Peak", "body": "Peaks at 7."})])["off"]
+            assert mem.record_events("acme", "T-2", [{"token": token, "kind": "read"}]) == 0
+            assert mem.flag("acme", token, task_id="T-3") == {"token": token, "off": True}
+            assert time.monotonic() - started < 5 and not switching.done()  # none waited for the drain
+        assert held.result(timeout=30)["confirms"] == 1
+        switching.result(timeout=30)
+    after = conn.execute(STORED).fetchone()
+    assert after[2] == before[2] + 1 and after[:2] + after[3:] == before[:2] + before[3:]  # the held vote alone
