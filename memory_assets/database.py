@@ -312,8 +312,11 @@ def hold(conn: psycopg.Connection[Any], name: str) -> None:
 
 def connection_kwargs() -> dict[str, Any]:
     """Every application connection: autocommit (multi-statement work opens conn.transaction() explicitly, so no
-    read leaves a transaction holding locks), UTC, so day partitions mean UTC days, and a bounded connect."""
-    return {"options": "-c timezone=UTC", "autocommit": True, "connect_timeout": V.CONNECT_TIMEOUT_SECONDS}
+    read leaves a transaction holding locks), UTC, so day partitions mean UTC days, READ COMMITTED whatever the
+    server's default (a statement that waited for a lock reads what committed meanwhile: the kill switch's drain and
+    the counter rows' numbering rely on it), and a bounded connect."""
+    return {"options": r"-c timezone=UTC -c default_transaction_isolation=read\ committed", "autocommit": True,
+            "connect_timeout": V.CONNECT_TIMEOUT_SECONDS}
 
 
 def migrate(url: str) -> list[str]:

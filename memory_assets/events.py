@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
 from memory_assets import database, gates, tokens
@@ -75,11 +76,17 @@ def cite_from_text(conn: psycopg.Connection[Any], project: str, task_id: str, te
 # --- The memory switch ----------------------------------------------------------------------
 
 SWITCH_SCOPES = ("task", "epic", "system", "kill", "holdout")
+SWITCH_SCOPES_WITHOUT_KEY = ("system", "kill", "holdout")  # one setting each, under the key ""
 
 
 def set_switch(conn: psycopg.Connection[Any], scope: str, key: str, value: str) -> None:
     """Set memory on/off for a task, an epic or the system, the kill switch (on = kill), or the holdout %."""
     gates.one_of("scope", scope, SWITCH_SCOPES)
+    if scope in SWITCH_SCOPES_WITHOUT_KEY and key != "":
+        raise ValidationError("key", f"must be empty for scope {scope} (got {gates.shown(key)})")
+    if scope == "kill" and (conn.autocommit is False or conn.info.transaction_status != TransactionStatus.IDLE):
+        raise RuntimeError("the kill switch is set on an autocommit connection outside any transaction: its drain "
+                           "must follow the switch's commit")
     if scope == "holdout":
         holdout_percent(value)
     elif value not in V.SWITCH_VALUES:
@@ -97,10 +104,11 @@ def drain_writes(conn: psycopg.Connection[Any]) -> None:
     try:
         with conn.transaction():
             database.bound_lock_wait(conn, V.KILL_SWITCH_DRAIN_MS)
-            database.hold(conn, V.KILL_SWITCH_LOCK)
+            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", V.KILL_SWITCH_LOCK)
     except psycopg.errors.LockNotAvailable:
-        raise TimeoutError(f"the kill switch is on, but writes that began before it were still running after "
-                           f"{V.KILL_SWITCH_DRAIN_MS} ms: they may still commit") from None
+        raise TimeoutError(f"the kill switch is on, but writes that began before it (or a session holding its lock "
+                           f"by hand) were still running after {V.KILL_SWITCH_DRAIN_MS} ms: they may still "
+                           f"commit") from None
 
 
 def holdout_percent(value: object) -> float:

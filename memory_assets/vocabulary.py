@@ -310,10 +310,11 @@ NO_PERSONA = ""             # the persona of a reader that names none: persona v
 OPERATORS_ENV = "MEMORY_ASSETS_OPERATORS"  # the deployment's comma-separated operators: only they may forget
 MEMORY_OFF = "off"          # remember's status and recall's mode while the kill switch is on
 SWITCH_KILLED = "killed"    # the switch source (and remember's reason) while the kill switch is on
-# every write takes this advisory lock shared to read the kill switch (sql/functions/memory_writes_killed.sql spells
-# the name), held to its commit, and is off at once where it is taken exclusively; turning the switch on takes it so
-# once the switch is set, and returns once every write that read it off has ended, bounded by KILL_SWITCH_DRAIN_MS
-KILL_SWITCH_LOCK = "memory_switch:kill"
+# every write tries this advisory lock shared before it reads the kill switch (sql/functions/memory_writes_killed.sql
+# spells it), held to its commit; turning the switch on takes it exclusively once the switch is set, and returns once
+# every write that read it off has ended, bounded by KILL_SWITCH_DRAIN_MS. Two keys: PostgreSQL keeps two-key locks
+# apart from one-key ones, so no hashtext() of a name an agent picks (a project's bundle lock) can be this lock
+KILL_SWITCH_LOCK = (0x6D656D, 0x6B696C6C)  # "mem", "kill"
 KILL_SWITCH_DRAIN_MS = 30_000
 HOLDOUT_MAX_PERCENT = 50    # the holdout arm takes at most half of the epics/tasks
 RECALL_DEFAULT_K = 8

@@ -1,16 +1,19 @@
 -- Once the kill switch is set on and set_switch returns, nothing more is stored. Each write read the switch in its
 -- own transaction, but one that read it as off just before it went on still committed afterwards: up to a
 -- remember_many batch's ~0.2 s later, microseconds for remember()'s one statement, a vote or an event. Every write
--- now reads the switch through memory_writes_killed() (sql/functions/memory_writes_killed.sql), which takes the
--- advisory lock 'memory_switch:kill' shared, held to the write's commit, then reads the switch in a statement of its
--- own, so with a snapshot taken after the lock was granted. Turning the switch on commits the new value, then takes
--- the lock exclusively (events.drain_writes): it waits for every write that read the old value. A write never waits
--- for the lock: one that begins meanwhile finds it taken or asked for, and so the switch on, and stores nothing (it
--- would hold its pooled connection for the whole drain otherwise). remember()'s one-statement write (sql/functions/
--- memory_remember_gated.sql) reads the switch through it; remember_many, votes, events and the count of a
--- rejection read it as their transaction's first statement. Reads (recall, bundles, prompt blocks) take no lock.
+-- now reads the switch through memory_writes_killed() (sql/functions/memory_writes_killed.sql), which tries the
+-- switch's advisory lock shared (two keys, vocabulary.KILL_SWITCH_LOCK: apart from every one-key lock, whose keys
+-- are hashes of names agents pick), held to the write's commit, then reads the switch in a statement of its own, so
+-- with a snapshot taken after the lock. Turning the switch on commits the new value, then takes the lock exclusively
+-- (events.drain_writes): it waits for every write that read the old value. A write never waits for the lock: one
+-- that begins meanwhile finds it taken or asked for and the switch on, and stores nothing (waiting, it would hold its
+-- pooled connection through the whole drain). remember()'s one-statement write (sql/functions/
+-- memory_remember_gated.sql) reads the switch through it; remember_many, fold_captured, votes, events and the count
+-- of a rejection read it as their transaction's first statement. Reads (recall, bundles, prompt blocks) take no
+-- lock. The application's connections run READ COMMITTED whatever the server's default (database.connection_kwargs):
+-- under REPEATABLE READ the read after the lock would see the transaction's first snapshot.
 --
 -- sql/functions/memory_remember_gated.sql sha256 e938ea5402e444198f5fa52c7b6d1cbd2422dbdbfd8b12fefcd14b1b2a566cdb
--- sql/functions/memory_writes_killed.sql sha256 3de05686f3db2efb754135048677e31d9549c9bb7bed9cb6f153d0729dcb36c6
+-- sql/functions/memory_writes_killed.sql sha256 dcc48346503a5346f92da33f80cf1e57abd0c54f3b8616af3f292b7615294896
 -- Nothing else changes here: migrate() applies the two function files after this migration, in its transaction.
 SELECT 1;

@@ -678,3 +678,20 @@ def test_statistics_being_refreshed_elsewhere_leave_a_write_waiting_at_most_the_
         assert conn.execute("SHOW lock_timeout").fetchone()[0] == "0"  # set for the ANALYZE's transaction only
         assert units_counted(conn) == counted
     assert database.refresh_statistics(conn, V.UNITS_TABLE, written=100) and units_counted(conn) == 100
+
+
+def test_application_connections_read_committed_whatever_the_servers_default(clean):
+    """A statement that waited for a lock must read what committed meanwhile (the kill switch's drain, the counter
+    rows' numbering); a server whose default is REPEATABLE READ (an attacker's pass set it) still gives the
+    application READ COMMITTED."""
+    with psycopg.connect(clean, autocommit=True) as admin:
+        name = psycopg.sql.Identifier(admin.execute("SELECT current_database()").fetchone()[0])
+        admin.execute(psycopg.sql.SQL("ALTER DATABASE {} SET default_transaction_isolation = 'repeatable read'")
+                      .format(name))
+        try:
+            with psycopg.connect(clean) as plain:
+                assert plain.execute("SHOW transaction_isolation").fetchone()[0] == "repeatable read"
+            with psycopg.connect(clean, **database.connection_kwargs()) as app:
+                assert app.execute("SHOW transaction_isolation").fetchone()[0] == "read committed"
+        finally:
+            admin.execute(psycopg.sql.SQL("ALTER DATABASE {} RESET default_transaction_isolation").format(name))

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from bench.recall_stages import round_trips
-from memory_assets import authz, events, gates
+from memory_assets import authz, database, events, gates
 from memory_assets import vocabulary as V
 from memory_assets.errors import ValidationError
 
@@ -164,6 +164,7 @@ def test_the_kill_switch_stops_every_write_block_and_event(mem, conn):
                 body="The cache is warmed at 06:00 because traffic peaks at 07:00.")
     token = mem.remember(**fact).token
     mem.compile_bundle("acme")
+    waiting = mem.remember_many([gates.validate(**{**fact, "title": "Waits"})], fold_now=False)["to_fold"]
     before = {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
               for table in ("memory_inbox", "memory_units", "memory_sources", "memory_rejections", "audit_log",
                             "memory_events", "memory_task_arms", "memory_task_arm_history", "memory_votes",
@@ -176,6 +177,7 @@ def test_the_kill_switch_stops_every_write_block_and_event(mem, conn):
     assert mem.remember(**{**fact, "body": "The cache warms at 05:00."}, supersedes=token).status == "off"
     assert mem.remember_many([gates.validate(**{**fact, "title": "Another"})]) == {
         "captured": 0, "inserted": 0, "rejected": {}, "to_fold": [], "refused": {}, "off": True}
+    assert mem.fold_captured(waiting) == {"inserted": 0, "refused": {}, "off": True}  # left to the ledger's fold
     assert mem.prompt_block("acme") == ""
     assert mem.prompt_block("acme", query="cache warm-up") == ""
     assert mem.prompt_block("acme", task_id="T-1") == ""
@@ -304,3 +306,36 @@ def test_writes_that_begin_while_set_switch_waits_for_one_in_flight_are_off_at_o
         switching.result(timeout=30)
     after = conn.execute(STORED).fetchone()
     assert after[2] == before[2] + 1 and after[:2] + after[3:] == before[:2] + before[3:]  # the held vote alone
+
+
+def test_no_name_an_agent_picks_shares_the_switchs_lock_and_a_hand_held_one_fails_the_drain_not_the_writes(
+        mem, conn, clean, monkeypatch):
+    """Regression (an attacker's pass): the switch's lock was hashtext('memory_switch:kill'), which the bundle lock of
+    a project named kmr7ktdb hashes to, so compiling its bundle took the switch's lock and every write said off. It
+    has two keys now, apart from every one-key lock; and a session holding it by hand (the analysts' role may) makes
+    set_switch's drain raise, never a write read the switch as on."""
+    assert conn.execute("SELECT hashtext('bundle:kmr7ktdb') = hashtext('memory_switch:kill')").fetchone()[0]
+    token = mem.remember(**{**CACHE, "project": "kmr7ktdb"}).token
+    with psycopg.connect(clean) as compiling, compiling.transaction():
+        database.hold(compiling, V.BUNDLE_LOCK.format(project="kmr7ktdb"))  # as a bundle compile holds it
+        assert mem.remember(**{**CACHE, "title": "Peak", "body": "Traffic peaks at 07:00."}).status == "active"
+        assert mem.record_events("kmr7ktdb", "T-1", [{"token": token, "kind": "read"}]) == 1
+    monkeypatch.setattr(V, "KILL_SWITCH_DRAIN_MS", 200)
+    with psycopg.connect(clean) as by_hand, by_hand.transaction():
+        by_hand.execute("SELECT pg_advisory_xact_lock(%s, %s)", V.KILL_SWITCH_LOCK)
+        assert mem.remember(**{**CACHE, "title": "Noon", "body": "Traffic dips at noon."}).status == "active"
+        with pytest.raises(TimeoutError, match="holding its lock by hand"):
+            mem.set_switch("kill", "", "on")
+        assert mem.remember(**{**CACHE, "title": "Dusk", "body": "Traffic falls at dusk."}).status == "off"
+
+
+def test_the_kill_switch_is_set_under_its_one_key_on_an_autocommit_connection_outside_any_transaction(conn, clean):
+    """set_switch('kill', 'all', 'on') was stored and drained while writes read the key '' alone: a key is refused
+    for the scopes that have one setting; and on a connection in a transaction the drain would run before the
+    switch's commit (a TimeoutError saying it is on while the rollback put it off): refused too."""
+    for scope, value in (("kill", "on"), ("system", "off"), ("holdout", "10")):
+        with pytest.raises(ValidationError, match=r"^key: must be empty"):
+            events.set_switch(conn, scope, "all", value)
+    with psycopg.connect(clean) as in_transaction, pytest.raises(RuntimeError, match="outside any transaction"):
+        events.set_switch(in_transaction, "kill", "", "on")
+    assert conn.execute("SELECT count(*) FROM memory_switch").fetchone()[0] == 0

@@ -402,10 +402,14 @@ def capture_leaving_out_refused(conn: psycopg.Connection[Any], candidates: list[
 def fold_captured(conn: psycopg.Connection[Any], keys: list[str]) -> dict[str, Any]:
     """Fold the rows a capture left unfolded (remember_many's to_fold) in their own transaction: how many became new
     units, whichever fold took them (a ledger run may have folded some first), and the keys whose unit the
-    database refused (with the error's class name), dropped as fold_dropping_refused says."""
+    database refused (with the error's class name), dropped as fold_dropping_refused says; nothing ("off") under
+    the kill switch."""
     if not keys:  # nothing to fold (insert_staged.sql says why an empty list must not reach a statement)
         return {"inserted": 0, "refused": {}}
-    refused = fold_dropping_refused(conn, keys=keys)["refused"]
+    with conn.transaction():
+        if events.writes_killed(conn):  # the rows wait for the ledger's fold, an operator's work, which goes on
+            return {"inserted": 0, "refused": {}, V.MEMORY_OFF: True}
+        refused = fold_dropping_refused(conn, keys=keys)["refused"]
     conn.execute(query("database/flush_statistics"))  # counted before a later ANALYZE, never after it
     inserted = one(conn.execute(query("ledger/captured_new_units"), {"keys": keys}))[0]
     return {"inserted": inserted, "refused": refused}

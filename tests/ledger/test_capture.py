@@ -401,7 +401,8 @@ def test_the_fold_functions_speak_the_vocabulary(conn):
     writes_killed = " ".join(conn.execute("SELECT pg_get_functiondef('memory_writes_killed'::regproc)")
                              .fetchone()[0].split())
     assert killed in writes_killed, killed  # the kill switch as every other read spells it, under the switch's lock
-    assert f"pg_try_advisory_xact_lock_shared(hashtext('{V.KILL_SWITCH_LOCK}'))" in writes_killed, writes_killed
+    first, second = V.KILL_SWITCH_LOCK
+    assert f"pg_try_advisory_xact_lock_shared({first}, {second})" in writes_killed, writes_killed
     assert "SELECT memory_writes_killed()," in remember, remember
     assert conn.execute("SELECT to_regproc('memory_remember')").fetchone()[0] is None  # one write function, no copy
 
