@@ -320,7 +320,7 @@ HOLDOUT_MAX_PERCENT = 50    # the holdout arm takes at most half of the epics/ta
 RECALL_DEFAULT_K = 8
 RECALL_MAX_K = 100
 RECALL_CANDIDATES = 200     # rows each leg contributes before fusion (LoCoMo dev R@10: 100 -> 0.783, 200 -> 0.791)
-# A project of at most this many numbered units (memory_projects.last_number: forgotten and retired ones count) has
+# A project of at most this many numbered units (memory_last_number: forgotten and retired ones count) has
 # every unit recall may return detailed by the full-text statement sent before the question is encoded, so the dense
 # statement after the encode is its nearest vectors alone, which recall checks against those details (~0.8 against
 # ~2.9 ms on LoCoMo's ~590-unit conversations; under HNSW_MIN_PROJECT_UNITS, the exact path, only), and a question

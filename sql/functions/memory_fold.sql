@@ -1,7 +1,7 @@
 -- The set-based fold, which remember_many, `import`, the daily ledger fold and a replayed remember() run: the
 -- inbox rows of the given keys become units, duplicates' sources, or are buried where their content was forgotten
--- (the rows of projects flagged as holding forgotten text: sql/042). Its current definition: sql/018, 024, 037 and
--- 040 hold its history, and each change of this file comes with a numbered migration saying why (sql/042).
+-- (the rows of projects flagged as holding forgotten text: sql/042). Its current definition: sql/018, 024, 037,
+-- 040 and 047 hold its history, and each change of this file comes with a numbered migration saying why (sql/042).
 CREATE OR REPLACE FUNCTION memory_fold(fold_keys text[], fold_trust real, OUT projects_folded integer,
                                        OUT units_inserted bigint, OUT sources_linked bigint, OUT rows_buried bigint)
 LANGUAGE plpgsql
@@ -25,8 +25,10 @@ BEGIN
         units_inserted := 0; sources_linked := 0; rows_buried := 0;
         RETURN;
     END IF;
-    -- every new project gets its counter row (unit numbers start after last_number); then the counter rows are
-    -- locked to commit, in name order so concurrent folds never deadlock: numbers stay gap-free. Each statement
+    -- every new project gets its counter row; then the counter rows are locked to commit, in name order so
+    -- concurrent folds never deadlock: numbers stay gap-free, each after the project's highest (memory_last_number,
+    -- read in the statement after the lock, so every unit committed before is seen; the rows are never updated by a
+    -- fold: sql/047). Each statement
     -- below folds only rows of these projects: a row of another project captured meanwhile waits for its own fold.
     -- Under that lock, which a forget takes before it tombstones, the projects where some unit was ever forgotten:
     -- only their rows can hold forgotten content.
@@ -56,9 +58,11 @@ BEGIN
               SELECT 1 FROM memory_held_by(i.project, i.kind, i.content_hash, i.received_at, i.visibility, i.persona)
               OFFSET 0)
         ORDER BY i.project, i.kind, i.content_hash, i.id
+    ), tops AS MATERIALIZED (
+        SELECT f.project, coalesce(memory_last_number(f.project), 0) AS top FROM unnest(fold_projects) AS f(project)
     ), numbered AS (
-        SELECT c.*, p.last_number + row_number() OVER (PARTITION BY c.project ORDER BY c.id) AS number
-        FROM cand c JOIN memory_projects p USING (project)
+        SELECT c.*, t.top + row_number() OVER (PARTITION BY c.project ORDER BY c.id) AS number
+        FROM cand c JOIN tops t USING (project)
     ), inserted AS (
         INSERT INTO memory_units (project, number, type, kind, title, body, paths, keywords, status, confidence,
                                   importance, trust, content_hash, valid_from, origin_inbox_id, created_by,
@@ -73,11 +77,6 @@ BEGIN
         ON CONFLICT (project, kind, content_hash) WHERE status IN ('proposed', 'review', 'active', 'flagged', 'stale')
         DO NOTHING
         RETURNING id, project, number
-    ), counters AS (
-        UPDATE memory_projects p SET last_number = m.top
-        FROM (SELECT project, max(number) AS top FROM inserted GROUP BY project) m
-        WHERE p.project = m.project
-        RETURNING p.project
     )
     INSERT INTO audit_log (actor, action, project, unit_id, reason, details)
     SELECT 'ledger', 'insert', project, id, NULL, jsonb_build_object('token', 'mem-' || number)

@@ -1,6 +1,6 @@
 -- remember()'s write, one statement: the kill switch and the canon checked, the candidate captured in the inbox and
 -- folded into a numbered unit, a duplicate's source, or buried where its content was forgotten. Its history: sql/019,
--- 022, 037, 041, 045 and 046; each change of this file comes with a numbered migration saying why (sql/042).
+-- 022, 037, 041, 045, 046 and 047; each change of this file comes with a numbered migration saying why (sql/042).
 CREATE OR REPLACE FUNCTION memory_remember_gated(candidate jsonb, fold_trust real, gated_canon uuid)
 RETURNS TABLE (outcome text, unit_id uuid, number bigint, status text, replayed boolean)
 LANGUAGE plpgsql
@@ -56,12 +56,12 @@ BEGIN
     END IF;
 
     -- the project's counter row, locked to commit: every fold of the project waits here, so the probes below stay
-    -- true until this transaction commits and unit numbers stay gap-free
-    SELECT p.last_number, p.holds_forgotten INTO top, forgets
+    -- true until this transaction commits and unit numbers stay gap-free; locked, never updated (sql/047)
+    SELECT p.holds_forgotten INTO forgets
     FROM memory_projects p WHERE p.project = row_project FOR UPDATE;
     IF NOT FOUND THEN
         INSERT INTO memory_projects (project) VALUES (row_project) ON CONFLICT (project) DO NOTHING;
-        SELECT p.last_number, p.holds_forgotten INTO top, forgets
+        SELECT p.holds_forgotten INTO forgets
         FROM memory_projects p WHERE p.project = row_project FOR UPDATE;
     END IF;
 
@@ -79,6 +79,7 @@ BEGIN
         became := CASE WHEN FOUND THEN 'forgotten' END;
     END IF;
     IF became IS NULL THEN
+        top := coalesce(memory_last_number(row_project), 0);  -- read under the lock: every earlier unit committed
         INSERT INTO memory_units (project, number, type, kind, title, body, paths, keywords, status, confidence,
                                   importance, trust, content_hash, valid_from, origin_inbox_id, created_by,
                                   created_at, updated_by, updated_at, private_to,
@@ -93,7 +94,6 @@ BEGIN
         DO NOTHING
         RETURNING id, number, status INTO found_id, found_number, found_status;
         IF FOUND THEN
-            UPDATE memory_projects p SET last_number = found_number WHERE p.project = row_project;
             INSERT INTO audit_log (actor, action, project, unit_id, reason, details)
             VALUES ('ledger', 'insert', row_project, found_id, NULL,
                     jsonb_build_object('token', 'mem-' || found_number));

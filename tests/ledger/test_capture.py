@@ -81,7 +81,7 @@ def test_twenty_concurrent_first_writes_to_a_new_project_number_without_gaps(mem
     with ThreadPoolExecutor(20) as pool:
         tokens = [r.token for r in pool.map(write, range(20))]
     assert sorted(tokens, key=lambda t: int(t[4:])) == [f"mem-{n}" for n in range(1, 21)]
-    assert conn.execute("SELECT last_number FROM memory_projects WHERE project = 'brand-new'").fetchone()[0] == 20
+    assert conn.execute("SELECT memory_last_number('brand-new')").fetchone()[0] == 20
 
 
 def test_each_rejection_is_counted_and_leaves_no_text(mem, conn, stored_text):
@@ -430,7 +430,7 @@ def ledger_of(conn, project: str) -> dict[str, list[tuple]]:
                  "u.origin_inbox_id = i.id FROM memory_inbox i LEFT JOIN memory_units u ON u.id = i.unit_id "
                  "WHERE i.project = %(p)s ORDER BY i.id",
         "audit": "SELECT actor, action, details FROM audit_log WHERE project = %(p)s AND actor = 'ledger' ORDER BY id",
-        "counter": "SELECT last_number FROM memory_projects WHERE project = %(p)s",
+        "counter": "SELECT memory_last_number(%(p)s), last_number FROM memory_projects WHERE project = %(p)s",
     }
     return {name: conn.execute(sql, {"p": project}).fetchall() for name, sql in reads.items()}
 
@@ -468,7 +468,8 @@ def test_the_one_row_fold_leaves_what_the_set_based_fold_leaves(mem, conn):
     assert [outcome for outcome, *_ in one_row["inbox"]] == [V.INBOX_INSERTED, V.INBOX_DUPLICATE, V.INBOX_INSERTED,
                                                             V.INBOX_FORGOTTEN, V.INBOX_INSERTED, V.INBOX_INSERTED]
     assert one_row["inbox"][3][2:6] == ("", "", [], [])  # the forgotten content's text never stays
-    assert one_row["units"][0][6] is None and one_row["counter"] == [(4,)]  # bo's shared source widened it
+    assert one_row["units"][0][6] is None  # bo's shared source widened it
+    assert one_row["counter"] == [(4, 0)]  # the counter row is locked, never updated: no unit was deleted
 
 
 # --- Issue #13 -------------------------------------------------------------------------------------------------
@@ -1674,3 +1675,42 @@ def test_the_capture_copies_each_column_as_the_inbox_types_it_and_every_value_ba
     stored = conn.execute("SELECT body, paths, keywords, confidence, importance, valid_from, task_id, persona "
                           "FROM memory_inbox").fetchone()
     assert stored == (body, awkward, list(reversed(awkward)), 1.0, 0.25, candidate.valid_from, "T-1", None)
+
+
+COUNTER_ROW = "SELECT ctid, xmin FROM memory_projects WHERE project = 'acme'"
+
+
+def test_writes_lock_their_projects_counter_row_without_a_new_version_so_an_old_snapshot_slows_none(mem, conn, clean):
+    """Every write set the counter row's last_number: a version per write, none prunable while an older snapshot
+    lived (a pg_dump, a long query), and every write and recall walked them all (remember() 2x slower after 6,400
+    writes). The writes lock the row, numbering after the project's highest unit, and leave it as it was."""
+    mem.remember(**FACT)
+    before = conn.execute(COUNTER_ROW).fetchone()
+    with psycopg.connect(clean) as old_snapshot:
+        old_snapshot.execute("SELECT txid_current()")  # open, as a backup's transaction is
+        for i in range(20):
+            mem.remember(**{**FACT, "title": f"Relay fact {i}", "body": f"The relay listens on port {9000 + i}."})
+        capture.remember_many(conn, [gates.validate(**{**FACT, "title": f"Batch fact {i}",
+                                                       "body": f"The batch relay uses lane {i}."}) for i in range(5)])
+        assert conn.execute(COUNTER_ROW).fetchone() == before
+    numbers = [n for (n,) in conn.execute("SELECT number FROM memory_units WHERE project = 'acme' ORDER BY number")]
+    assert numbers == list(range(1, 27))
+
+
+def test_a_number_a_deleted_or_truncated_unit_held_is_never_given_to_another(mem, conn):
+    """A token is cited as mem-<n> for good: the numbers of units deleted by hand, or of all of them truncated, stay
+    taken (memory_projects.last_number, raised by memory_units_keep_numbers), by remember() and the fold alike."""
+    for i in range(3):
+        mem.remember(**{**FACT, "title": f"Fact {i}", "body": f"The relay uses channel {i}."})
+    top = "SELECT id FROM memory_units WHERE project = 'acme' AND number = 3"
+    with conn.transaction():
+        unit = conn.execute(top).fetchone()[0]
+        conn.execute("DELETE FROM memory_sources WHERE unit_id = %s", (unit,))
+        conn.execute("DELETE FROM memory_inbox WHERE unit_id = %s", (unit,))
+        conn.execute("DELETE FROM memory_units WHERE id = %s", (unit,))
+    assert mem.remember(**{**FACT, "title": "After the delete", "body": "The relay moved."}).token == "mem-4"
+    conn.execute("TRUNCATE memory_units CASCADE")
+    assert mem.remember(**{**FACT, "title": "After the truncate", "body": "The relay is new."}).token == "mem-5"
+    batch = capture.remember_many(conn, [gates.validate(**{**FACT, "title": "Folded", "body": "The relay folds."})])
+    assert batch["inserted"] == 1 and conn.execute(
+        "SELECT max(number), memory_last_number('acme') FROM memory_units WHERE project = 'acme'").fetchone() == (6, 6)

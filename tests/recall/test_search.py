@@ -1210,8 +1210,8 @@ def test_the_two_statements_merged_are_the_candidates_of_the_one(mem, conn, embe
 
 
 def units_of(conn, project):
-    """The project's numbered units (memory_projects.last_number)."""
-    return conn.execute("SELECT last_number FROM memory_projects WHERE project = %s", [project]).fetchone()[0]
+    """The project's numbered units (memory_last_number)."""
+    return conn.execute("SELECT memory_last_number(%s)", [project]).fetchone()[0]
 
 
 @pytest.mark.parametrize("overfetch", [4, 1])

@@ -263,10 +263,9 @@ def check_ledger(conn: psycopg.Connection[Any], acks: list[Ack], where: str) -> 
     duplicates = conn.execute("SELECT project, content_hash, count(*) FROM memory_units WHERE status = ANY (%s) "
                               "GROUP BY 1, 2 HAVING count(*) > 1", (live,)).fetchall()
     assert duplicates == [], f"{where}: duplicate live units {duplicates[:5]}"
-    gaps = conn.execute("SELECT u.project, count(*), min(number), max(number), p.last_number FROM memory_units u "
-                        "JOIN memory_projects p USING (project) GROUP BY u.project, p.last_number "
-                        "HAVING count(*) <> max(number) OR min(number) <> 1 OR max(number) <> p.last_number"
-                        ).fetchall()
+    gaps = conn.execute("SELECT project, count(*), min(number), max(number), memory_last_number(project) "
+                        "FROM memory_units GROUP BY project HAVING count(*) <> max(number) OR min(number) <> 1 "
+                        "OR max(number) <> memory_last_number(project)").fetchall()
     assert gaps == [], f"{where}: unit numbers with gaps {gaps}"
     units = {(p, h): (number, status, unit_id) for p, h, number, status, unit_id in conn.execute(
         "SELECT project, content_hash, number, status, id FROM memory_units WHERE status = ANY (%s)", (live,))}

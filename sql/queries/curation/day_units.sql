@@ -3,11 +3,11 @@
 -- curation to walk the HNSW index instead of scanning, and holds enough of the store's vectors (memory_hnsw_walks,
 -- sql/020, as recall's walk: a walk past mostly other projects' vectors is slow and sees few of its own).
 SELECT u.id, u.project, u.number, u.revision, u.kind, u.type, u.status, u.title, u.body, e.embedding,
-       p.last_number >= %(hnsw_min)s::bigint AND memory_hnsw_walks(p.last_number, %(walk_min_share)s) AS large
+       p.units >= %(hnsw_min)s::bigint AND memory_hnsw_walks(p.units, %(walk_min_share)s) AS large
 FROM memory_units u
 JOIN memory_embeddings e ON e.unit_id = u.id AND e.model_key = %(model)s::text
                         AND e.unit_revision = u.revision AND e.content_hash = u.content_hash
-JOIN memory_projects p ON p.project = u.project
+JOIN LATERAL (SELECT coalesce(memory_last_number(u.project), 0) AS units) AS p ON true
 WHERE (u.created_at AT TIME ZONE 'UTC')::date = %(day)s::date AND u.status IN {curatable_statuses}
   AND u.curated_revision IS DISTINCT FROM u.revision
 ORDER BY u.project, u.number;

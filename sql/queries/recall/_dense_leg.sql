@@ -7,7 +7,7 @@
 -- model serves, the leg is empty. ctx carries the serving model, the project's size and the statement's snapshot.
 ctx AS MATERIALIZED (
     SELECT {embeddings/_serving_model} AS model_key,
-           coalesce((SELECT last_number FROM memory_projects WHERE project = %(project)s), 0) AS units,
+           coalesce(memory_last_number(%(project)s), 0) AS units,
            {recall/_snapshot} AS snapshot
 ), dense_walked AS MATERIALIZED (  -- from hnsw_min units: the vectors the walk of the model's index reaches first
     SELECT w.unit_id, w.unit_revision, w.content_hash, w.distance

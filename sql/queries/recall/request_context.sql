@@ -17,5 +17,5 @@ SELECT {embeddings/_serving_model}, p.units,
                   CASE WHEN %(planned)s::boolean OR p.units >= %(hnsw_min)s THEN 'force_generic_plan'
                        ELSE 'force_custom_plan' END, true),
        set_config('max_parallel_workers_per_gather', '0', true)
-FROM (SELECT coalesce((SELECT last_number FROM memory_projects WHERE project = %(project)s), 0) AS units) AS p,
+FROM (SELECT coalesce(memory_last_number(%(project)s), 0) AS units) AS p,
      LATERAL (SELECT greatest(%(ef_floor)s, least(%(ef_max)s, round(sqrt(p.units))::int)) AS value) AS ef;
