@@ -84,7 +84,7 @@ def set_switch(conn: psycopg.Connection[Any], scope: str, key: str, value: str) 
     gates.one_of("scope", scope, SWITCH_SCOPES)
     if scope in SWITCH_SCOPES_WITHOUT_KEY and key != "":
         raise ValidationError("key", f"must be empty for scope {scope} (got {gates.shown(key)})")
-    if scope == "kill" and (conn.autocommit is False or conn.info.transaction_status != TransactionStatus.IDLE):
+    if scope == "kill" and (not conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE):
         raise RuntimeError("the kill switch is set on an autocommit connection outside any transaction: its drain "
                            "must follow the switch's commit")
     if scope == "holdout":
