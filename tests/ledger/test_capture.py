@@ -1714,3 +1714,21 @@ def test_a_number_a_deleted_or_truncated_unit_held_is_never_given_to_another(mem
     batch = capture.remember_many(conn, [gates.validate(**{**FACT, "title": "Folded", "body": "The relay folds."})])
     assert batch["inserted"] == 1 and conn.execute(
         "SELECT max(number), memory_last_number('acme') FROM memory_units WHERE project = 'acme'").fetchone() == (6, 6)
+
+
+def test_a_number_stays_taken_on_a_replica_and_when_its_unit_moves_and_only_the_app_reads_the_highest(mem, conn):
+    """Regression (an attacker's pass over sql/047): under session_replication_role = replica the triggers that keep
+    a deleted unit's number did not fire, and a unit moved to another project left its number free in its old one:
+    both gave a token twice. And memory_last_number, which runs as the owner, is memory_app's to call alone."""
+    for i in range(3):
+        mem.remember(**{**FACT, "title": f"Fact {i}", "body": f"The relay uses channel {i}."})
+    mem.remember(**{**FACT, "project": "elsewhere"})
+    with conn.transaction():
+        conn.execute("SET LOCAL session_replication_role = replica")  # foreign keys off too: no dependents to clear
+        conn.execute("DELETE FROM memory_units WHERE project = 'acme' AND number = 3")
+    assert mem.remember(**{**FACT, "title": "After the delete", "body": "The relay moved."}).token == "mem-4"
+    conn.execute("UPDATE memory_units SET project = 'elsewhere', number = 2 WHERE project = 'acme' AND number = 4")
+    assert mem.remember(**{**FACT, "title": "After the move", "body": "The relay moved again."}).token == "mem-5"
+    callers = {role: conn.execute("SELECT has_function_privilege(%s, 'memory_last_number(text)', 'EXECUTE')",
+                                  (role,)).fetchone()[0] for role in (V.APP_ROLE, V.READER_ROLE, "public")}
+    assert callers == {V.APP_ROLE: True, V.READER_ROLE: False, "public": False}
