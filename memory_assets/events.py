@@ -36,15 +36,20 @@ def record_events(conn: psycopg.Connection[Any], project: str, task_id: str, eve
     task_id = task_key(task_id)
     persona = gates.identifier("persona", persona)
     recorded = 0
-    with conn.transaction():
-        for event in events:
-            gates.one_of("kind", event.get("kind"), V.EVENT_KINDS)
-            recorded += conn.execute(query("events/record_event"), {
-                "task_id": task_id, "kind": event["kind"], "channel": event_id("channel", event.get("channel")),
-                "session_id": event_id("session_id", event.get("session_id")),
-                "provisional": bool(event.get("provisional", False)),
-                "project": project, "number": tokens.number_of(event.get("token", "")), "persona": persona,
-            }).rowcount
+    try:
+        with conn.transaction():
+            for event in events:
+                gates.one_of("kind", event.get("kind"), V.EVENT_KINDS)
+                recorded += conn.execute(query("events/record_event"), {
+                    "task_id": task_id, "kind": event["kind"], "channel": event_id("channel", event.get("channel")),
+                    "session_id": event_id("session_id", event.get("session_id")),
+                    "provisional": bool(event.get("provisional", False)),
+                    "project": project, "number": tokens.number_of(event.get("token", "")), "persona": persona,
+                }).rowcount
+            if recorded:
+                stored_unless_killed(conn)
+    except SwitchedOff:
+        return 0
     return recorded
 
 
@@ -128,10 +133,16 @@ def killed(conn: psycopg.Connection[Any]) -> bool:
     return bool(one(conn.execute(query("events/killed")))[0])
 
 
-def writes_killed(conn: psycopg.Connection[Any]) -> bool:
-    """Whether the kill switch is on, read by a write as its transaction's first statement: the switch's lock is held
-    to its commit, so turning the switch on waits for the write (drain_writes)."""
-    return bool(one(conn.execute(query("events/writes_killed"), prepare=True))[0])
+class SwitchedOff(Exception):
+    """The kill switch is on as a write ends: its transaction rolls back, and it stores and counts nothing."""
+
+
+def stored_unless_killed(conn: psycopg.Connection[Any]) -> None:
+    """A write's last statement before its commit, after every wait: the switch read under its lock, held to the
+    commit, so turning the switch on waits only for writes that are committing (drain_writes); SwitchedOff where it
+    is on."""
+    if one(conn.execute(query("events/writes_killed"), prepare=True))[0]:
+        raise SwitchedOff
 
 
 def holdout_bucket(unit_of_assignment: str) -> float:

@@ -134,26 +134,31 @@ def vote(conn: psycopg.Connection[Any], project: str, token: str, task_id: str, 
     events.event_id("actor", actor)  # audited too: never a credential
     persona = gates.identifier("persona", persona)
     project = gates.project_name(project)
-    with conn.transaction():
-        if events.writes_killed(conn):
-            return {"token": token, V.MEMORY_OFF: True}
-        unit_id = tokens.unit_id_read_by(conn, project, token, persona)
-        conn.execute("SELECT 1 FROM memory_units WHERE id = %s FOR UPDATE", (unit_id,))  # votes of a unit serialise
-        voted = conn.execute(query("lifecycle/cast_vote"), {"unit_id": unit_id, "project": project,
-                                                            "task_id": task_id, "vote": value,
-                                                            "actor": actor}).fetchone()
-        counted = conn.execute(query("lifecycle/count_votes"), {"unit_id": unit_id}).fetchone()
-        assert voted is not None and counted is not None  # aggregates: always one row
-        changed, (confirms, flags) = voted[0], counted
-        trust = trust_of(confirms, flags)
-        applied = conn.execute(query("lifecycle/apply_votes"), {
-            "confirms": confirms, "flags": flags, "trust": trust, "vote": value, "changed": changed,
-            "unit_id": unit_id, "threshold": V.FLAG_THRESHOLD}).fetchone()
-        assert applied is not None  # the unit exists and is locked
-        status = applied[0]
-        if changed:
-            audit.record(conn, actor, "confirm" if value > 0 else "flag", project=project, unit_id=unit_id,
-                         details={"task_id": task_id})
+    try:
+        with conn.transaction():
+            if events.killed(conn):  # off already: no work (read again under the switch's lock at the end)
+                raise events.SwitchedOff
+            unit_id = tokens.unit_id_read_by(conn, project, token, persona)
+            # votes of a unit serialise
+            conn.execute("SELECT 1 FROM memory_units WHERE id = %s FOR UPDATE", (unit_id,))
+            voted = conn.execute(query("lifecycle/cast_vote"), {"unit_id": unit_id, "project": project,
+                                                                "task_id": task_id, "vote": value,
+                                                                "actor": actor}).fetchone()
+            counted = conn.execute(query("lifecycle/count_votes"), {"unit_id": unit_id}).fetchone()
+            assert voted is not None and counted is not None  # aggregates: always one row
+            changed, (confirms, flags) = voted[0], counted
+            trust = trust_of(confirms, flags)
+            applied = conn.execute(query("lifecycle/apply_votes"), {
+                "confirms": confirms, "flags": flags, "trust": trust, "vote": value, "changed": changed,
+                "unit_id": unit_id, "threshold": V.FLAG_THRESHOLD}).fetchone()
+            assert applied is not None  # the unit exists and is locked
+            status = applied[0]
+            if changed:
+                audit.record(conn, actor, "confirm" if value > 0 else "flag", project=project, unit_id=unit_id,
+                             details={"task_id": task_id})
+            events.stored_unless_killed(conn)
+    except events.SwitchedOff:
+        return {"token": token, V.MEMORY_OFF: True}
     return {"token": token, "confirms": confirms, "flags": flags, "trust": round(trust, 4), "status": status}
 
 

@@ -316,6 +316,7 @@ SWITCH_KILLED = "killed"    # the switch source (and remember's reason) while th
 # apart from one-key ones, so no hashtext() of a name an agent picks (a project's bundle lock) can be this lock
 KILL_SWITCH_LOCK = (0x6D656D, 0x6B696C6C)  # "mem", "kill"
 KILL_SWITCH_DRAIN_MS = 30_000
+KILLED_SQLSTATE = "MAKIL"  # what remember()'s one statement raises when the switch read at its end is on (sql/049)
 HOLDOUT_MAX_PERCENT = 50    # the holdout arm takes at most half of the epics/tasks
 RECALL_DEFAULT_K = 8
 RECALL_MAX_K = 100

@@ -152,9 +152,14 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersed
             # sql/functions/memory_remember_gated.sql), its own transaction on an autocommit connection: one round
             # trip, and the counter row is locked from the fold to the commit only, never across a round trip or
             # this thread's turn for the GIL
-            outcome, unit_id, number, status, replayed = (
-                superseding(conn, written, supersedes, gated) if supersedes
-                else one(conn.execute(query("ledger/remember"), remember_params(written, gated), prepare=True)))
+            try:
+                outcome, unit_id, number, status, replayed = (
+                    superseding(conn, written, supersedes, gated) if supersedes
+                    else one(conn.execute(query("ledger/remember"), remember_params(written, gated), prepare=True)))
+            except psycopg.Error as error:  # the switch went on meanwhile: the statement rolled back (sql/049)
+                if error.sqlstate == V.KILLED_SQLSTATE:
+                    return KILLED
+                raise
         if outcome == V.SWITCH_KILLED:
             return KILLED
         if outcome != V.CANON_CHANGED:
@@ -172,12 +177,14 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersed
 
 
 def rejected_unless_killed(conn: psycopg.Connection[Any], candidate: gates.Candidate, reason: str) -> RememberResult:
-    """A rejection counted in a transaction that reads the kill switch first, since the switch may have gone on after
+    """A rejection counted in a transaction that reads the kill switch last, since the switch may have gone on after
     the read that let the candidate be gated: then nothing is counted and the status is "off"."""
-    with conn.transaction():
-        if events.writes_killed(conn):
-            return KILLED
-        record_rejection(conn, candidate.project, candidate.feed, reason)
+    try:
+        with conn.transaction():
+            record_rejection(conn, candidate.project, candidate.feed, reason)
+            events.stored_unless_killed(conn)
+    except events.SwitchedOff:
+        return KILLED
     return RememberResult(status=V.OUTCOME_REJECTED, reason=reason)
 
 
@@ -343,7 +350,7 @@ def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidat
     that captures what passed, folds it and counts the rejections, leaving out a row the database refuses (its key
     in `refused`, counted in memory_rejections; `rejected` holds the gates' alone); `after_capture` runs between
     the capture and the fold (the import's turn), and forgotten text captured to fold later is buried at once. With
-    the kill switch on when the transaction opens, nothing is written or counted (all counts 0, "off": True)."""
+    the kill switch on when the transaction commits, nothing is written or counted (all counts 0, "off": True)."""
     with tracing.span("memory.remember.gates", candidates=len(candidates)):
         gating = taken(candidates) if isinstance(candidates, Gating) else gate_soon(conn, candidates, gate_workers)
         verdicts = gating.verdicts()
@@ -358,28 +365,42 @@ def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidat
             rejected[reason] = rejected.get(reason, 0) + 1
         else:
             passed.setdefault(candidate.idempotency_key, gates.without_source_text(candidate))
-    with tracing.span("memory.remember.fold", candidates=len(passed)), conn.transaction():
-        if events.writes_killed(conn):  # read in the write's own transaction, as remember()'s one statement reads it
-            return {"captured": 0, "inserted": 0, "rejected": {}, "to_fold": [], "refused": {}, V.MEMORY_OFF: True}
-        written, to_fold, refused = capture_leaving_out_refused(conn, list(passed.values()), folds_later=not fold_now)
-        if written and not fold_now:  # forgotten text never waits in the inbox for a fold
-            conn.execute(query("ledger/bury_forgotten"), {"keys": written})
-        if after_capture is not None:
-            after_capture()
-        keys = [key for key in passed if key not in refused]
-        folded: dict[str, Any] = {"inserted": 0, "refused": {}}
-        if fold_now and keys:
-            folded = fold_dropping_refused(conn, keys=keys)
-        for key in refused:
-            counted = (passed[key].project, passed[key].feed, V.REASON_REFUSED_BY_DATABASE)
-            rejections[counted] = rejections.get(counted, 0) + 1
-        # counted last, in key order: the counter rows the import's batch before this one counted are free by now
-        for project, feed, reason in sorted(rejections):
-            record_rejection(conn, project, feed, reason, rejections[project, feed, reason])
-        conn.execute(query("database/flush_statistics"))  # counted before a later ANALYZE, never after it
+    try:
+        with tracing.span("memory.remember.fold", candidates=len(passed)), conn.transaction():
+            if events.killed(conn):  # off already: no work (the switch is read again under its lock at the end)
+                raise events.SwitchedOff
+            written, to_fold, refused, folded = written_and_folded(conn, passed, rejections, fold_now, after_capture)
+            events.stored_unless_killed(conn)
+    except events.SwitchedOff:
+        return {"captured": 0, "inserted": 0, "rejected": {}, "to_fold": [], "refused": {}, V.MEMORY_OFF: True}
     refused.update(folded["refused"])
     return {"captured": len(set(written) - refused.keys()), "inserted": folded["inserted"], "rejected": rejected,
             "to_fold": [] if fold_now else to_fold, "refused": refused}
+
+
+def written_and_folded(conn: psycopg.Connection[Any], passed: dict[str, gates.Candidate],
+                       rejections: dict[tuple[str, str, str], int], fold_now: bool,
+                       after_capture: Callable[[], None] | None) -> tuple[list[str], list[str], dict[str, str],
+                                                                          dict[str, Any]]:
+    """remember_many's work inside its transaction: the capture, the import's turn, the fold and the counts of
+    rejections; the keys written, to fold and refused, and the fold's counts."""
+    written, to_fold, refused = capture_leaving_out_refused(conn, list(passed.values()), folds_later=not fold_now)
+    if written and not fold_now:  # forgotten text never waits in the inbox for a fold
+        conn.execute(query("ledger/bury_forgotten"), {"keys": written})
+    if after_capture is not None:
+        after_capture()
+    keys = [key for key in passed if key not in refused]
+    folded: dict[str, Any] = {"inserted": 0, "refused": {}}
+    if fold_now and keys:
+        folded = fold_dropping_refused(conn, keys=keys)
+    for key in refused:
+        counted = (passed[key].project, passed[key].feed, V.REASON_REFUSED_BY_DATABASE)
+        rejections[counted] = rejections.get(counted, 0) + 1
+    # counted last, in key order: the counter rows the import's batch before this one counted are free by now
+    for project, feed, reason in sorted(rejections):
+        record_rejection(conn, project, feed, reason, rejections[project, feed, reason])
+    conn.execute(query("database/flush_statistics"))  # counted before a later ANALYZE, never after it
+    return written, to_fold, refused, folded
 
 
 def capture_leaving_out_refused(conn: psycopg.Connection[Any], candidates: list[gates.Candidate],
@@ -406,10 +427,12 @@ def fold_captured(conn: psycopg.Connection[Any], keys: list[str]) -> dict[str, A
     the kill switch."""
     if not keys:  # nothing to fold (insert_staged.sql says why an empty list must not reach a statement)
         return {"inserted": 0, "refused": {}}
-    with conn.transaction():
-        if events.writes_killed(conn):  # the rows wait for the ledger's fold, an operator's work, which goes on
-            return {"inserted": 0, "refused": {}, V.MEMORY_OFF: True}
-        refused = fold_dropping_refused(conn, keys=keys)["refused"]
+    try:
+        with conn.transaction():
+            refused = fold_dropping_refused(conn, keys=keys)["refused"]
+            events.stored_unless_killed(conn)
+    except events.SwitchedOff:  # the rows wait for the ledger's fold, an operator's work, which goes on
+        return {"inserted": 0, "refused": {}, V.MEMORY_OFF: True}
     conn.execute(query("database/flush_statistics"))  # counted before a later ANALYZE, never after it
     inserted = one(conn.execute(query("ledger/captured_new_units"), {"keys": keys}))[0]
     return {"inserted": inserted, "refused": refused}

@@ -1,6 +1,6 @@
 -- remember()'s write, one statement: the kill switch and the canon checked, the candidate captured in the inbox and
 -- folded into a numbered unit, a duplicate's source, or buried where its content was forgotten. Its history: sql/019,
--- 022, 037, 041, 045, 046 and 047; each change of this file comes with a numbered migration saying why (sql/042).
+-- 022, 037, 041, 045, 046, 047 and 049; each change of this file comes with a numbered migration saying why (sql/042).
 CREATE OR REPLACE FUNCTION memory_remember_gated(candidate jsonb, fold_trust real, gated_canon uuid)
 RETURNS TABLE (outcome text, unit_id uuid, number bigint, status text, replayed boolean)
 LANGUAGE plpgsql
@@ -22,7 +22,7 @@ DECLARE
     found_status text;
     became text;
 BEGIN
-    SELECT memory_writes_killed(),  -- the switch's lock held to commit (sql/046)
+    SELECT coalesce((SELECT ks.value = 'on' FROM memory_switch ks WHERE ks.scope = 'kill' AND ks.key = ''), false),
            (SELECT p.canon_version FROM memory_projects p WHERE p.project = candidate ->> 'project')
     INTO killed, canon_now;
     IF killed THEN
@@ -52,6 +52,9 @@ BEGIN
             FROM memory_inbox i
             JOIN memory_units u ON u.id = i.unit_id
             WHERE i.idempotency_key = candidate ->> 'idempotency_key';
+        IF memory_writes_killed() THEN  -- read again under the switch's lock, after every wait (sql/049)
+            RAISE EXCEPTION 'memory is off (the kill switch)' USING ERRCODE = 'MAKIL';
+        END IF;
         RETURN;
     END IF;
 
@@ -125,6 +128,9 @@ BEGIN
                received_at
         FROM linked
         ON CONFLICT (unit_id, task_id) DO NOTHING;
+    END IF;
+    IF memory_writes_killed() THEN  -- read again under the switch's lock, after every wait (sql/049)
+        RAISE EXCEPTION 'memory is off (the kill switch)' USING ERRCODE = 'MAKIL';
     END IF;
     RETURN QUERY SELECT became, found_id, found_number, found_status, false;
 END $$;

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from memory_assets import database, events, gates
+from memory_assets import database, gates
 from memory_assets import vocabulary as V
 from memory_assets.api import Memory
 from memory_assets.cli import main
@@ -155,18 +155,6 @@ def kill_switch(url: str, state: str) -> None:
         mem.set_switch("kill", "", state)
 
 
-def kill_switch_beside(url: str) -> threading.Thread:
-    """Turn the kill switch on from a session of its own while this thread's batch is in its transaction: set_switch
-    waits for the batch, which read the switch off, so it runs in a thread (to join); returned once the switch is on,
-    so the next batch reads it on."""
-    switching = threading.Thread(target=kill_switch, args=(url, "on"))
-    switching.start()
-    with psycopg.connect(url, autocommit=True) as conn:
-        while not events.killed(conn):
-            time.sleep(0.01)
-    return switching
-
-
 def first_batch_slow(number, turn) -> None:
     """An in_turn act: the first batch holds its transaction open a while after its turn, so the next batch is
     captured (and meets its rows uncommitted) while it folds."""
@@ -256,21 +244,25 @@ def test_a_batch_the_kill_switch_refused_stops_the_import_even_once_it_is_off_ag
     monkeypatch.setattr(V, "IMPORT_BATCH", 2)
     real = Memory.remember_many
     calls: list[int] = []
-    switching: list[threading.Thread] = []
+    second_ended = threading.Event()
 
     def remember_many(self, candidates, **kwargs):
         calls.append(len(calls) + 1)
-        if len(calls) == 3:  # before its gates and its transaction, which in_turn's act cannot reach
-            switching[0].join()
-            kill_switch(clean, "off")
-        turn = kwargs["after_capture"]
+        number, turn = calls[-1], kwargs["after_capture"]
 
-        def on_after_first() -> None:
-            if len(calls) == 1:
-                switching.append(kill_switch_beside(clean))
+        def in_its_turn() -> None:
+            if number == 3:  # once batch 2 has ended, refused, and before batch 3 takes its turn
+                second_ended.wait()
+                kill_switch(clean, "off")
             turn()
+            if number == 2:  # batch 1 has committed: batch 2 reads the switch on as it ends
+                kill_switch(clean, "on")
 
-        return real(self, candidates, **{**kwargs, "after_capture": on_after_first})
+        try:
+            return real(self, candidates, **{**kwargs, "after_capture": in_its_turn})
+        finally:
+            if number == 2:
+                second_ended.set()
 
     monkeypatch.setattr(Memory, "remember_many", remember_many)
     path = tmp_path / "units.jsonl"
@@ -494,18 +486,15 @@ def test_an_import_the_kill_switch_stops_half_way_says_what_it_stored(clean, tmp
     storing its first batches."""
     monkeypatch.setattr(V, "IMPORT_BATCH", 2)
 
-    switching: list[threading.Thread] = []
-
-    def off_after_first(number, turn):  # before the next batch is handed over (and checks the switch)
-        if number == 1:
-            switching.append(kill_switch_beside(clean))
+    def off_after_first(number, turn):
         turn()
+        if number == 2:  # batch 1 has committed: batch 2 reads the switch on as it ends
+            kill_switch(clean, "on")
 
     in_turn(monkeypatch, off_after_first)
     path = tmp_path / "units.jsonl"
     path.write_text(fact_lines(4, "Half"))
     result = run("import", str(path))
-    switching[0].join()
     assert "imported 2 of 4 lines" in result.stdout
     assert "memory is off (the kill switch): the batches after it stored nothing." in result.stdout
 

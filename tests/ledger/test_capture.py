@@ -403,7 +403,9 @@ def test_the_fold_functions_speak_the_vocabulary(conn):
     assert killed in writes_killed, killed  # the kill switch as every other read spells it, under the switch's lock
     first, second = V.KILL_SWITCH_LOCK
     assert f"pg_try_advisory_xact_lock_shared({first}, {second})" in writes_killed, writes_killed
-    assert "SELECT memory_writes_killed()," in remember, remember
+    raised = f"RAISE EXCEPTION 'memory is off (the kill switch)' USING ERRCODE = '{V.KILLED_SQLSTATE}'"
+    assert remember.count("IF memory_writes_killed() THEN") == remember.count(raised) == 2, remember  # last, both ways
+    assert killed in remember, killed  # and first, unlocked: no work where it is on already
     assert conn.execute("SELECT to_regproc('memory_remember')").fetchone()[0] is None  # one write function, no copy
 
     def between(body: str, start: str, end: str) -> str:

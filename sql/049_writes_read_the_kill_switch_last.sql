@@ -1,0 +1,13 @@
+-- A write reads the kill switch under its lock as its last statement before the commit, after every wait, no longer
+-- as its first (sql/046). A write that read it first held the lock through every row lock it then waited for: one
+-- queued behind an operator's long transaction (a day's fold holding a project's counter row) made set_switch's
+-- drain time out, and that write committed once the operator's transaction ended, long after the switch went on
+-- (an attacker's pass). Now the drain waits only for writes that are committing, and a write that waited while the
+-- switch went on stores nothing: remember()'s one statement raises 'MAKIL' (vocabulary.KILLED_SQLSTATE) and
+-- rolls back, and remember_many, fold_captured, votes, events and the count of a rejection roll their transaction
+-- back (events.stored_unless_killed). Each still reads the switch first, unlocked, so a write under a switch that
+-- was on already does no work.
+--
+-- sql/functions/memory_remember_gated.sql sha256 343122aa98c1be27e5a0fae6a6541a04366c3c63af7598b383538a88061af887
+-- Nothing else changes here: migrate() applies the function file after this migration, in its transaction.
+SELECT 1;
