@@ -9,5 +9,6 @@
 -- was on already does no work.
 --
 -- sql/functions/memory_remember_gated.sql sha256 343122aa98c1be27e5a0fae6a6541a04366c3c63af7598b383538a88061af887
--- Nothing else changes here: migrate() applies the function file after this migration, in its transaction.
+-- sql/functions/memory_writes_killed.sql sha256 efc5a4e5eb9309c3cb3a473c3180a6d59e96df771d8dceab830b9e1b91168621
+-- Nothing else changes here: migrate() applies the function files after this migration, in its transaction.
 SELECT 1;

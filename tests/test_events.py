@@ -217,6 +217,8 @@ def held_write(mem, token):
     counter = "SELECT 1 FROM memory_projects WHERE project = 'acme' FOR UPDATE"
     return {
         "remember": (counter, lambda: mem.remember(**{**CACHE, "title": "Peak", "body": "Traffic peaks at 07:00."})),
+        "supersede": (counter, lambda: mem.remember(**{**CACHE, "body": "The cache is warmed at 05:00."},
+                                                    supersedes=token)),
         "remember_many": (counter, lambda: mem.remember_many([gates.validate(**{**CACHE, "title": "Peak",
                                                                                    "body": "Traffic peaks at 7."})])),
         "vote": (unit, lambda: mem.confirm("acme", token, task_id="T-1")),
@@ -242,7 +244,7 @@ def said_off(result) -> bool:
     return result == 0 if isinstance(result, int) else result.status == "off"
 
 
-@pytest.mark.parametrize("path", ["remember", "remember_many", "vote", "event", "rejection"])
+@pytest.mark.parametrize("path", ["remember", "supersede", "remember_many", "vote", "event", "rejection"])
 def test_a_write_in_flight_as_the_kill_switch_goes_on_stores_nothing_and_set_switch_waits_for_none(mem, conn, clean,
                                                                                                  path):
     """A write that read the switch off just before it went on used to commit after set_switch returned: an

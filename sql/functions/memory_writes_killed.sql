@@ -1,11 +1,11 @@
--- Whether the kill switch is on, read by every write in its own transaction before it stores or counts anything
--- (sql/046). It tries the switch's advisory lock shared, held to the caller's commit, then reads the switch in a
--- statement of its own, so with a snapshot taken after the lock: set_switch, which commits the switch on and then
--- takes the lock exclusively, waits for every write that read it off. A write never waits for the lock: where
--- set_switch holds it or asks for it, the switch reads on already, and the write stores nothing at once (waiting, it
--- would hold its pooled connection through the whole drain). Only set_switch takes it exclusively: two keys, apart
--- from every one-key lock (vocabulary.KILL_SWITCH_LOCK); a session that took it by hand makes set_switch's drain
--- fail (TimeoutError), never a write read the switch as on.
+-- Whether the kill switch is on, read by every write as its last statement before the commit, after every wait
+-- (sql/049; first in sql/046). It tries the switch's advisory lock shared, held to the caller's commit, then reads the
+-- switch in a statement of its own, so with a snapshot taken after the lock: set_switch, which commits the switch on
+-- and then takes the lock exclusively, waits for every write that read it off, and those are committing. A write
+-- never waits for the lock: where set_switch holds it or asks for it, the switch reads on already, and the write
+-- stores nothing at once. Only set_switch takes it exclusively: two keys, apart from every one-key lock
+-- (vocabulary.KILL_SWITCH_LOCK); a session that took it by hand makes set_switch's drain fail (TimeoutError), never
+-- a write read the switch as on.
 CREATE OR REPLACE FUNCTION memory_writes_killed() RETURNS boolean
 LANGUAGE plpgsql VOLATILE
 AS $$
