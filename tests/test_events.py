@@ -13,6 +13,7 @@ from bench.recall_stages import round_trips
 from memory_assets import authz, database, events, gates
 from memory_assets import vocabulary as V
 from memory_assets.errors import ValidationError
+from memory_assets.ledger import capture
 
 
 def test_fifty_concurrent_identical_events_make_one_row(mem, conn):
@@ -333,3 +334,46 @@ def test_the_kill_switch_is_set_under_its_one_key_on_an_autocommit_connection_ou
     with psycopg.connect(clean) as in_transaction, pytest.raises(RuntimeError, match="outside any transaction"):
         events.set_switch(in_transaction, "kill", "", "on")
     assert conn.execute("SELECT count(*) FROM memory_switch").fetchone()[0] == 0
+
+
+def test_a_supersession_that_waits_on_the_old_units_row_as_the_switch_goes_on_stores_nothing(mem, conn, clean):
+    """Regression (an attacker's pass): a supersession waits on the old unit's row (a vote, a forget) after its
+    one-statement write last read the switch, so it committed after the switch went on: it reads the switch again
+    once that wait is over, and the drain waits for it."""
+    token = mem.remember(**CACHE).token
+    before = conn.execute(STORED).fetchone()
+    with psycopg.connect(clean) as blocker, ThreadPoolExecutor(2) as pool:
+        with blocker.transaction():
+            blocker.execute("SELECT 1 FROM memory_units WHERE project = 'acme' AND number = 1 FOR UPDATE")
+            writing = pool.submit(mem.remember, **{**CACHE, "body": "The cache is warmed at 05:00."},
+                                  supersedes=token)
+            waiting_for(conn, "transactionid")
+            switching = pool.submit(mem.set_switch, "kill", "", "on")
+            waiting_for(conn, "advisory")  # it holds the switch's lock since its write's last read
+        assert writing.result(timeout=30).status == "off"
+        switching.result(timeout=30)
+    assert conn.execute(STORED).fetchone() == before
+    assert conn.execute("SELECT status FROM memory_units WHERE number = 1").fetchone()[0] == "active"
+
+
+def test_a_write_the_switch_stops_inside_a_callers_transaction_rolls_back_alone(mem, conn, clean):
+    """Regression (an attacker's pass): a weekly summary writes through capture.remember inside its project's
+    transaction; the switch's error at the write's end aborted that transaction, and the next summary failed on it.
+    The write runs in a savepoint there: it alone rolls back, off, and the caller's transaction goes on."""
+    mem.remember(**CACHE)
+    with psycopg.connect(clean, **database.connection_kwargs()) as caller, \
+            psycopg.connect(clean) as blocker, ThreadPoolExecutor(1) as pool:
+        def summary():
+            with caller.transaction():
+                caller.execute("SELECT 1")  # the caller's work before the write
+                result = capture.remember(caller, gates.validate(**{**CACHE, "title": "Peak",
+                                                                    "body": "Traffic peaks at 07:00."}))
+                return result.status, caller.execute("SELECT 2").fetchone()[0]
+
+        with blocker.transaction():
+            blocker.execute("SELECT 1 FROM memory_projects WHERE project = 'acme' FOR UPDATE")
+            writing = pool.submit(summary)
+            waiting_for(conn, "transactionid")
+            mem.set_switch("kill", "", "on")
+        assert writing.result(timeout=30) == ("off", 2)
+    assert conn.execute("SELECT count(*) FROM memory_units").fetchone()[0] == 1

@@ -12,11 +12,13 @@ import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import date
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
 from memory_assets import audit, events, gates, lifecycle, tokens, tracing
@@ -153,10 +155,16 @@ def remember(conn: psycopg.Connection[Any], candidate: gates.Candidate, supersed
             # trip, and the counter row is locked from the fold to the commit only, never across a round trip or
             # this thread's turn for the GIL
             try:
-                outcome, unit_id, number, status, replayed = (
-                    superseding(conn, written, supersedes, gated) if supersedes
-                    else one(conn.execute(query("ledger/remember"), remember_params(written, gated), prepare=True)))
-            except psycopg.Error as error:  # the switch went on meanwhile: the statement rolled back (sql/049)
+                # in a caller's transaction (a weekly summary's), a savepoint: the switch's error rolls back the write
+                # alone, never the caller's work before it
+                with conn.transaction() if conn.info.transaction_status != TransactionStatus.IDLE else nullcontext():
+                    outcome, unit_id, number, status, replayed = (
+                        superseding(conn, written, supersedes, gated) if supersedes
+                        else one(conn.execute(query("ledger/remember"), remember_params(written, gated),
+                                              prepare=True)))
+            except events.SwitchedOff:  # on once a supersession's wait was over: it rolled back
+                return KILLED
+            except psycopg.Error as error:  # the switch went on meanwhile: the write rolled back (sql/049)
                 if error.sqlstate == V.KILLED_SQLSTATE:
                     return KILLED
                 raise
@@ -220,6 +228,9 @@ def superseding(conn: psycopg.Connection[Any], candidate: gates.Candidate, super
         row: tuple[Any, ...] = one(conn.execute(query("ledger/remember"), remember_params(candidate, gated)))
         if row[0] in (V.INBOX_INSERTED, V.INBOX_DUPLICATE):
             lifecycle.supersede(conn, row[1], old_id, actor=candidate.persona or candidate.feed)
+            # the supersession may wait on the old unit's row (a vote, a forget) after the function's last read of
+            # the switch: read it again once that wait is over (an attacker's pass stored one after the switch)
+            events.stored_unless_killed(conn)
     return row
 
 
@@ -366,9 +377,9 @@ def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidat
         else:
             passed.setdefault(candidate.idempotency_key, gates.without_source_text(candidate))
     try:
+        if events.killed(conn):  # off already: no work (the switch is read again under its lock at the end)
+            raise events.SwitchedOff
         with tracing.span("memory.remember.fold", candidates=len(passed)), conn.transaction():
-            if events.killed(conn):  # off already: no work (the switch is read again under its lock at the end)
-                raise events.SwitchedOff
             written, to_fold, refused, folded = written_and_folded(conn, passed, rejections, fold_now, after_capture)
             events.stored_unless_killed(conn)
     except events.SwitchedOff:
