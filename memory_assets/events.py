@@ -32,24 +32,31 @@ def record_events(conn: psycopg.Connection[Any], project: str, task_id: str, eve
                   persona: str | None = None) -> int:
     """Record events [{token, kind, channel?, provisional?, session_id?}]: one row per (task, unit, kind), only for
     units `persona` reads (None: a reader naming no persona) and none under the kill switch."""
+    try:
+        return recorded_events(conn, project, task_id, events, persona)
+    except SwitchedOff:
+        return 0
+
+
+def recorded_events(conn: psycopg.Connection[Any], project: str, task_id: str, events: list[dict[str, Any]],
+                    persona: str | None) -> int:
+    """record_events' work, in one transaction: the events recorded, or SwitchedOff where the kill switch went on
+    before its commit (nothing recorded), which a caller tells apart from a repeat (0)."""
     project = gates.project_name(project)
     task_id = task_key(task_id)
     persona = gates.identifier("persona", persona)
     recorded = 0
-    try:
-        with conn.transaction():
-            for event in events:
-                gates.one_of("kind", event.get("kind"), V.EVENT_KINDS)
-                recorded += conn.execute(query("events/record_event"), {
-                    "task_id": task_id, "kind": event["kind"], "channel": event_id("channel", event.get("channel")),
-                    "session_id": event_id("session_id", event.get("session_id")),
-                    "provisional": bool(event.get("provisional", False)),
-                    "project": project, "number": tokens.number_of(event.get("token", "")), "persona": persona,
-                }).rowcount
-            if recorded:
-                stored_unless_killed(conn)
-    except SwitchedOff:
-        return 0
+    with conn.transaction():
+        for event in events:
+            gates.one_of("kind", event.get("kind"), V.EVENT_KINDS)
+            recorded += conn.execute(query("events/record_event"), {
+                "task_id": task_id, "kind": event["kind"], "channel": event_id("channel", event.get("channel")),
+                "session_id": event_id("session_id", event.get("session_id")),
+                "provisional": bool(event.get("provisional", False)),
+                "project": project, "number": tokens.number_of(event.get("token", "")), "persona": persona,
+            }).rowcount
+        if recorded:
+            stored_unless_killed(conn)
     return recorded
 
 
@@ -73,8 +80,11 @@ def cite_from_text(conn: psycopg.Connection[Any], project: str, task_id: str, te
         "project": project, "numbers": numbers, "persona": persona}).fetchall()}
     cited = [tokens.token_of(n) for n in numbers if n in existing]
     if cited:  # tokens of other projects or none: no events, no empty transaction
-        record_events(conn, project, task_id, [{"token": t, "kind": "cited", "channel": "text"} for t in cited],
-                      persona)
+        try:
+            recorded_events(conn, project, task_id, [{"token": t, "kind": "cited", "channel": "text"} for t in cited],
+                            persona)
+        except SwitchedOff:  # the switch went on as the citations were recorded: none was
+            return []
     return cited
 
 

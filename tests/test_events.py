@@ -377,3 +377,17 @@ def test_a_write_the_switch_stops_inside_a_callers_transaction_rolls_back_alone(
             mem.set_switch("kill", "", "on")
         assert writing.result(timeout=30) == ("off", 2)
     assert conn.execute("SELECT count(*) FROM memory_units").fetchone()[0] == 1
+
+
+def test_citations_the_switch_stops_as_they_are_recorded_are_none(mem, conn, clean):
+    """Regression (an attacker's pass): the switch going on while cite_from_text recorded its events left none
+    recorded but returned the tokens; it returns [] as it does under a switch on before the call."""
+    token = mem.remember(**CACHE).token
+    with psycopg.connect(clean) as blocker, ThreadPoolExecutor(1) as pool:
+        with blocker.transaction():
+            blocker.execute("SELECT 1 FROM memory_units WHERE project = 'acme' FOR UPDATE")
+            citing = pool.submit(mem.cite_from_text, "acme", "T-1", f"as {token} says")
+            waiting_for(conn, "transactionid")
+            mem.set_switch("kill", "", "on")
+        assert citing.result(timeout=30) == []
+    assert conn.execute("SELECT count(*) FROM memory_events").fetchone()[0] == 0
