@@ -28,8 +28,8 @@ BEGIN
     -- every new project gets its counter row; then the counter rows are locked to commit, in name order so
     -- concurrent folds never deadlock: numbers stay gap-free, each after the project's highest (memory_last_number,
     -- read in the statement after the lock, so every unit committed before is seen; the rows are never updated by a
-    -- fold: sql/047). Each statement
-    -- below folds only rows of these projects: a row of another project captured meanwhile waits for its own fold.
+    -- fold: sql/047). Each statement below folds only rows of these projects: a row of another project captured
+    -- meanwhile waits for its own fold.
     -- Under that lock, which a forget takes before it tombstones, the projects where some unit was ever forgotten:
     -- only their rows can hold forgotten content.
     INSERT INTO memory_projects (project) SELECT unnest(fold_projects) ON CONFLICT (project) DO NOTHING;

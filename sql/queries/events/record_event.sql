@@ -1,7 +1,7 @@
 -- Record one usage event of a unit (by project and number) once per (task, unit, kind), and stamp the unit's
 -- last injection or last use. Only a unit the recording persona reads counts (one private to other personas is none
--- to it, as in recall), and nothing is recorded while the kill switch is on (read again under its lock before the commit:
--- events.stored_unless_killed): the one place both are decided.
+-- to it, as in recall), and nothing is recorded while the kill switch is on (read again under its lock before the
+-- commit: events.stored_unless_killed): the one place both are decided.
 WITH new AS (
     INSERT INTO memory_events (unit_id, project, task_id, kind, channel, session_id, provisional)
     SELECT u.id, u.project, %(task_id)s::text, %(kind)s::text, %(channel)s::text, %(session_id)s::text,
