@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -55,7 +57,7 @@ def recorded_events(conn: psycopg.Connection[Any], project: str, task_id: str, e
                 "provisional": bool(event.get("provisional", False)),
                 "project": project, "number": tokens.number_of(event.get("token", "")), "persona": persona,
             }).rowcount
-        if recorded:
+        if recorded:  # not write_transaction: a repeat, which records nothing, saves the read
             stored_unless_killed(conn)
     return recorded
 
@@ -145,6 +147,15 @@ def killed(conn: psycopg.Connection[Any]) -> bool:
 
 class SwitchedOff(Exception):
     """The kill switch is on as a write ends: its transaction rolls back, and it stores and counts nothing."""
+
+
+@contextlib.contextmanager
+def write_transaction(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """A write's transaction, closed by stored_unless_killed, so no work of the write can come after its last read of
+    the kill switch: SwitchedOff, the transaction rolled back, where the switch is on by then."""
+    with conn.transaction():
+        yield
+        stored_unless_killed(conn)
 
 
 def stored_unless_killed(conn: psycopg.Connection[Any]) -> None:

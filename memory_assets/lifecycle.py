@@ -137,7 +137,7 @@ def vote(conn: psycopg.Connection[Any], project: str, token: str, task_id: str, 
     try:
         if events.killed(conn):  # off already: no work (read again under the switch's lock at the end)
             raise events.SwitchedOff
-        with conn.transaction():
+        with events.write_transaction(conn):
             unit_id = tokens.unit_id_read_by(conn, project, token, persona)
             # votes of a unit serialise
             conn.execute("SELECT 1 FROM memory_units WHERE id = %s FOR UPDATE", (unit_id,))
@@ -156,7 +156,6 @@ def vote(conn: psycopg.Connection[Any], project: str, token: str, task_id: str, 
             if changed:
                 audit.record(conn, actor, "confirm" if value > 0 else "flag", project=project, unit_id=unit_id,
                              details={"task_id": task_id})
-            events.stored_unless_killed(conn)
     except events.SwitchedOff:
         return {"token": token, V.MEMORY_OFF: True}
     return {"token": token, "confirms": confirms, "flags": flags, "trust": round(trust, 4), "status": status}

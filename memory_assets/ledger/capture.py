@@ -188,9 +188,8 @@ def rejected_unless_killed(conn: psycopg.Connection[Any], candidate: gates.Candi
     """A rejection counted in a transaction that reads the kill switch last, since the switch may have gone on after
     the read that let the candidate be gated: then nothing is counted and the status is "off"."""
     try:
-        with conn.transaction():
+        with events.write_transaction(conn):
             record_rejection(conn, candidate.project, candidate.feed, reason)
-            events.stored_unless_killed(conn)
     except events.SwitchedOff:
         return KILLED
     return RememberResult(status=V.OUTCOME_REJECTED, reason=reason)
@@ -222,15 +221,15 @@ def superseding(conn: psycopg.Connection[Any], candidate: gates.Candidate, super
     """Capture and fold a candidate that replaces the unit `supersedes` names, in one pipelined transaction; its
     statements outside the function are planned as the function's are (ledger/plan_write says why). The fold's
     row: outcome, unit id, number, status, replayed (nothing superseded when the function wrote nothing)."""
-    with conn.pipeline(), conn.transaction():
+    # a write transaction: the supersession may wait on the old unit's row (a vote, a forget) after the function's
+    # last read of the switch, so the switch is read again once that wait is over (an attacker's pass stored one after
+    # the switch went on)
+    with conn.pipeline(), events.write_transaction(conn):
         conn.execute(query("ledger/plan_write"))
         old_id = superseded_id(conn, candidate.project, supersedes, candidate.persona)
         row: tuple[Any, ...] = one(conn.execute(query("ledger/remember"), remember_params(candidate, gated)))
         if row[0] in (V.INBOX_INSERTED, V.INBOX_DUPLICATE):
             lifecycle.supersede(conn, row[1], old_id, actor=candidate.persona or candidate.feed)
-            # the supersession may wait on the old unit's row (a vote, a forget) after the function's last read of
-            # the switch: read it again once that wait is over (an attacker's pass stored one after the switch)
-            events.stored_unless_killed(conn)
     return row
 
 
@@ -379,9 +378,8 @@ def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidat
     try:
         if events.killed(conn):  # off already: no work (the switch is read again under its lock at the end)
             raise events.SwitchedOff
-        with tracing.span("memory.remember.fold", candidates=len(passed)), conn.transaction():
+        with tracing.span("memory.remember.fold", candidates=len(passed)), events.write_transaction(conn):
             written, to_fold, refused, folded = written_and_folded(conn, passed, rejections, fold_now, after_capture)
-            events.stored_unless_killed(conn)
     except events.SwitchedOff:
         return {"captured": 0, "inserted": 0, "rejected": {}, "to_fold": [], "refused": {}, V.MEMORY_OFF: True}
     refused.update(folded["refused"])
@@ -439,9 +437,8 @@ def fold_captured(conn: psycopg.Connection[Any], keys: list[str]) -> dict[str, A
     if not keys:  # nothing to fold (insert_staged.sql says why an empty list must not reach a statement)
         return {"inserted": 0, "refused": {}}
     try:
-        with conn.transaction():
+        with events.write_transaction(conn):
             refused = fold_dropping_refused(conn, keys=keys)["refused"]
-            events.stored_unless_killed(conn)
     except events.SwitchedOff:  # the rows wait for the ledger's fold, an operator's work, which goes on
         return {"inserted": 0, "refused": {}, V.MEMORY_OFF: True}
     conn.execute(query("database/flush_statistics"))  # counted before a later ANALYZE, never after it
