@@ -371,13 +371,18 @@ def test_named_queries_spell_the_live_statuses_from_the_vocabulary():
 def test_the_fold_functions_speak_the_vocabulary(conn):
     """memory_fold and memory_remember_gated (sql/functions/) spell statuses, outcomes, visibilities, the token
     prefix, the kill switch and the column lists as literals: read back from the database, they are the vocabulary's,
-    so the probes and the ON CONFLICT match the live-content index, the captured columns match the inbox's, and the
-    one-row fold writes a unit and a source exactly as the set-based one does."""
+    so the probes and the ON CONFLICT match the live-content index (which the set-based fold names, to retry its
+    insert where that index refused a row), the captured columns match the inbox's, and the one-row fold writes a
+    unit and a source exactly as the set-based one does."""
     fold, remember = (" ".join(conn.execute(f"SELECT pg_get_functiondef('{name}'::regproc)").fetchone()[0].split())
                       for name in ("memory_fold", "memory_remember_gated"))
     live = f"status IN {database.sql_list(V.LIVE_STATUSES)}"
     forgotten = f"status = '{V.STATUS_FORGOTTEN}'"
-    for body, lives, forgottens in ((fold, 4, 0), (remember, 3, 0)):  # forgotten content: the view below
+    index = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'memory_units_live_content'").fetchone()
+    statuses = ", ".join(f"'{status}'::text" for status in V.LIVE_STATUSES)
+    assert index and index[0].endswith(f"WHERE (status = ANY (ARRAY[{statuses}]))"), index
+    assert "violated IS DISTINCT FROM 'memory_units_live_content'" in fold
+    for body, lives, forgottens in ((fold, 3, 0), (remember, 3, 0)):  # forgotten content: the view below
         assert body.count(live) == lives and body.count(forgotten) == forgottens, body
         assert not any(f"'{s}'" in body.replace(live, "") for s in V.LIVE_STATUSES), body  # no other spelling
         for outcome in (V.INBOX_INSERTED, V.INBOX_DUPLICATE, V.INBOX_FORGOTTEN):
@@ -385,7 +390,9 @@ def test_the_fold_functions_speak_the_vocabulary(conn):
         assert f"visibility = '{V.VISIBILITY_PRIVATE}'" in body and f"'{V.TOKEN_PREFIX}' ||" in body
     sources = f"project, {', '.join(V.PROVENANCE_FIELDS)},"  # a source's columns: the fold links live and held
     assert fold.count(sources) == 4 and remember.count(sources) == 2, fold
-    assert fold.count("coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)") == 5, fold
+    # the rows read by their keys once, then by their ids, each statement over the rows still unfolded
+    assert fold.count("coalesce(i.unit_id IS NULL, false) AND i.idempotency_key = ANY (fold_keys)") == 1, fold
+    assert fold.count("coalesce(i.unit_id IS NULL, false) AND i.id = ANY (fold_rows)") == 4, fold
     assert fold.count("memory_forgotten_contents") == 3 and remember.count("memory_forgotten_contents") == 1
     assert fold.count("memory_held_by(") == 3 and "memory_held_by" not in remember  # remember() folds at capture
     view = " ".join(conn.execute("SELECT pg_get_viewdef('memory_forgotten_contents')").fetchone()[0].split())
@@ -781,6 +788,33 @@ def test_a_fold_that_waited_for_a_projects_first_forget_buries_its_content(mem, 
             until_waiting_on_a_lock(clean)
         assert folded.result(timeout=30)["inserted"] == 0
     assert conn.execute("SELECT outcome FROM memory_inbox WHERE task_id = 'T-2'").fetchone() == (V.INBOX_FORGOTTEN,)
+
+
+@pytest.mark.parametrize("revival_commits", [True, False])
+def test_a_fold_links_a_row_to_a_unit_a_writer_without_the_counter_row_made_live_meanwhile(mem, conn, clean,
+                                                                                          revival_commits):
+    """The set-based fold's insert has no ON CONFLICT: a unit made live by a write that takes no counter row (a week's
+    summary revived, an operator's UPDATE) and committed while the fold's insert waited for it fails that insert on
+    the live-content index, so the fold tries again and links the row to that unit as its duplicate; where that write
+    rolls back, the row becomes a unit as it would have."""
+    def fold(keys: list[str]) -> dict[str, Any]:
+        with mem.connection() as folding:
+            return capture.fold_captured(folding, keys)
+
+    mem.remember(**FACT)
+    conn.execute("UPDATE memory_units SET status = %s WHERE project = 'acme'", (V.STATUS_RETIRED,))
+    row = gates.validate(**FACT, task_id="T-2")
+    capture.remember_many(conn, [row], fold_now=False)
+    with psycopg.connect(clean, **database.connection_kwargs()) as reviving, ThreadPoolExecutor(1) as pool:
+        with reviving.transaction(force_rollback=not revival_commits):
+            reviving.execute("UPDATE memory_units SET status = %s WHERE project = 'acme'", (V.STATUS_ACTIVE,))
+            folded = pool.submit(fold, [row.idempotency_key])
+            until_waiting_on_a_lock(clean)  # the fold's insert, on the revived unit's entry in the live index
+        assert folded.result(timeout=30)["inserted"] == (0 if revival_commits else 1)
+    linked = conn.execute("SELECT i.outcome, u.number, u.status FROM memory_inbox i JOIN memory_units u ON u.id = "
+                          "i.unit_id WHERE i.task_id = 'T-2'").fetchone()
+    assert linked == ((V.INBOX_DUPLICATE, 1, V.STATUS_ACTIVE) if revival_commits
+                      else (V.INBOX_INSERTED, 2, V.STATUS_ACTIVE))
 
 
 def test_a_forget_buries_rows_waiting_to_fold_in_an_earlier_wording(mem, conn, stored_text):
