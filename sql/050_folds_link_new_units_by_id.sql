@@ -1,14 +1,18 @@
 -- The set-based fold spends ~16 % less of the server's CPU a row (docs/scaling.md item 57). The import's folds run
--- back to back on one core, so the fold sets its pace. Three changes, none to what a fold stores:
+-- back to back on one core, so the fold sets its pace. What a fold stores changes in one case only, for the better:
+-- a row whose content a unit took meanwhile no longer leaves a gap in the numbers (ON CONFLICT had numbered it
+-- before skipping it). The three changes:
 -- - after its first read by key, the fold reads its rows by their ids (an integer compared, not a text through
 --   the database's collation);
 -- - the units' insert has no ON CONFLICT. Its live probe runs under the counter row's lock, which every write
 --   that inserts a unit takes. A unit made live meanwhile by a write that takes no such lock (a weekly summary
 --   revived, an operator's UPDATE) fails the insert on memory_units_live_content, and the insert is tried again in
---   a snapshot that sees that unit (at most three times more, then the error is raised);
+--   a snapshot that sees that unit, as many times as the rows hold contents. Where a snapshot never sees it (a
+--   caller's REPEATABLE READ transaction) or the tries run out, the fold raises a serialization failure, as
+--   ON CONFLICT did, naming no content;
 -- - each row that became a unit is linked to it by the ids the insert returned, probing nothing; only the rows
 --   left (a duplicate, forgotten or held content) are probed, and a statement with no row left is skipped.
 --
--- sql/functions/memory_fold.sql sha256 edffe187b8baf6e2d7798828c25ff928d1667706dbf1bbbfad5e020a0d24f4e7
+-- sql/functions/memory_fold.sql sha256 103855e9f4482f79990633c7b41a1061a7c8a2b9ac836b2b0d4389ca99c33e19
 -- Nothing else changes here: migrate() applies the function files after this migration, in its transaction.
 SELECT 1;

@@ -54,7 +54,8 @@ BEGIN
     -- needs no ON CONFLICT (it probed the index once more per row and cost ~5 % of the fold: docs/scaling.md item
     -- 57). A unit made live by a write that takes no counter row (a weekly summary revived, an operator's UPDATE)
     -- and committed after this statement's snapshot fails the insert on memory_units_live_content: the insert is
-    -- tried again, in a snapshot that sees that unit, and the row becomes its duplicate below.
+    -- tried again, in a snapshot that sees that unit, and the row becomes its duplicate below; the numbers stay
+    -- gap-free (ON CONFLICT had numbered the row it then skipped).
     LOOP
         BEGIN
             WITH cand AS (
@@ -106,8 +107,14 @@ BEGIN
             EXIT;
         EXCEPTION WHEN unique_violation THEN
             GET STACKED DIAGNOSTICS violated = CONSTRAINT_NAME;
-            IF violated IS DISTINCT FROM 'memory_units_live_content' OR attempts >= 3 THEN
+            IF violated IS DISTINCT FROM 'memory_units_live_content' THEN
                 RAISE;
+            END IF;
+            -- a snapshot that never sees that unit (a caller's REPEATABLE READ), or more revivals than the rows hold
+            -- contents: the caller's transaction is to be tried again, as ON CONFLICT had it say (no content named)
+            IF current_setting('transaction_isolation') <> 'read committed' OR attempts >= cardinality(fold_rows) THEN
+                RAISE EXCEPTION 'memory_fold: units made live by another transaction as it inserted (% tries)',
+                    attempts + 1 USING ERRCODE = 'serialization_failure';
             END IF;
             attempts := attempts + 1;
         END;

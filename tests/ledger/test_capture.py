@@ -795,26 +795,50 @@ def test_a_fold_links_a_row_to_a_unit_a_writer_without_the_counter_row_made_live
                                                                                           revival_commits):
     """The set-based fold's insert has no ON CONFLICT: a unit made live by a write that takes no counter row (a week's
     summary revived, an operator's UPDATE) and committed while the fold's insert waited for it fails that insert on
-    the live-content index, so the fold tries again and links the row to that unit as its duplicate; where that write
-    rolls back, the row becomes a unit as it would have."""
+    the live-content index, so the fold tries again and links the row to that unit as its duplicate, numbering the
+    rows around it without a gap (ON CONFLICT had numbered the row it skipped); where that write rolls back, the row
+    becomes a unit as it would have."""
     def fold(keys: list[str]) -> dict[str, Any]:
         with mem.connection() as folding:
             return capture.fold_captured(folding, keys)
 
     mem.remember(**FACT)
     conn.execute("UPDATE memory_units SET status = %s WHERE project = 'acme'", (V.STATUS_RETIRED,))
-    row = gates.validate(**FACT, task_id="T-2")
-    capture.remember_many(conn, [row], fold_now=False)
+    rows = [gates.validate(**{**FACT, "title": "Before", "body": "The relay ships on Mondays."}, task_id="T-2"),
+            gates.validate(**FACT, task_id="T-2"),
+            gates.validate(**{**FACT, "title": "After", "body": "The relay ships from Hamburg."}, task_id="T-2")]
+    capture.remember_many(conn, rows, fold_now=False)
     with psycopg.connect(clean, **database.connection_kwargs()) as reviving, ThreadPoolExecutor(1) as pool:
         with reviving.transaction(force_rollback=not revival_commits):
             reviving.execute("UPDATE memory_units SET status = %s WHERE project = 'acme'", (V.STATUS_ACTIVE,))
-            folded = pool.submit(fold, [row.idempotency_key])
+            folded = pool.submit(fold, [row.idempotency_key for row in rows])
             until_waiting_on_a_lock(clean)  # the fold's insert, on the revived unit's entry in the live index
-        assert folded.result(timeout=30)["inserted"] == (0 if revival_commits else 1)
-    linked = conn.execute("SELECT i.outcome, u.number, u.status FROM memory_inbox i JOIN memory_units u ON u.id = "
-                          "i.unit_id WHERE i.task_id = 'T-2'").fetchone()
-    assert linked == ((V.INBOX_DUPLICATE, 1, V.STATUS_ACTIVE) if revival_commits
-                      else (V.INBOX_INSERTED, 2, V.STATUS_ACTIVE))
+        assert folded.result(timeout=30)["inserted"] == (2 if revival_commits else 3)
+    linked = conn.execute("SELECT u.title, i.outcome, u.number FROM memory_inbox i JOIN memory_units u ON u.id = "
+                          "i.unit_id WHERE i.task_id = 'T-2' ORDER BY i.id").fetchall()
+    assert linked == ([("Before", V.INBOX_INSERTED, 2), (FACT["title"], V.INBOX_DUPLICATE, 1),
+                       ("After", V.INBOX_INSERTED, 3)] if revival_commits else
+                      [("Before", V.INBOX_INSERTED, 2), (FACT["title"], V.INBOX_INSERTED, 3),
+                       ("After", V.INBOX_INSERTED, 4)])
+
+
+def test_a_fold_whose_snapshot_cannot_see_a_unit_made_live_since_asks_for_a_retry_naming_no_content(mem, conn, clean):
+    """In a caller's REPEATABLE READ transaction the fold's retry would never see a unit made live after the
+    transaction's snapshot: the fold raises a serialization failure, as ON CONFLICT did, whose message names no
+    content (a unique violation's detail names the content's hash), and leaves the row to fold."""
+    mem.remember(**FACT)
+    conn.execute("UPDATE memory_units SET status = %s WHERE project = 'acme'", (V.STATUS_RETIRED,))
+    row = gates.validate(**FACT, task_id="T-2")
+    capture.remember_many(conn, [row], fold_now=False)
+    with psycopg.connect(clean, **database.connection_kwargs()) as folding:
+        folding.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        with pytest.raises(psycopg.errors.SerializationFailure) as raised, folding.transaction():
+            folding.execute("SELECT count(*) FROM memory_units")  # the transaction's snapshot, taken here
+            conn.execute("UPDATE memory_units SET status = %s WHERE project = 'acme'", (V.STATUS_ACTIVE,))
+            folding.execute(database.query("ledger/fold"), {"keys": [row.idempotency_key], "trust": 0.5})
+    error = raised.value.diag
+    assert row.content_hash not in f"{error.message_primary} {error.message_detail}"
+    assert conn.execute("SELECT unit_id FROM memory_inbox WHERE task_id = 'T-2'").fetchone() == (None,)
 
 
 def test_a_forget_buries_rows_waiting_to_fold_in_an_earlier_wording(mem, conn, stored_text):
