@@ -9,10 +9,11 @@
 --   revived, an operator's UPDATE) fails the insert on memory_units_live_content, and the insert is tried again in
 --   a snapshot that sees that unit, as many times as the rows hold contents. Where a snapshot never sees it (a
 --   caller's REPEATABLE READ transaction) or the tries run out, the fold raises a serialization failure, as
---   ON CONFLICT did, naming no content;
+--   ON CONFLICT did, naming no content; so does a number another transaction took after such a snapshot (sql/047
+--   made that a unique violation);
 -- - each row that became a unit is linked to it by the ids the insert returned, probing nothing; only the rows
 --   left (a duplicate, forgotten or held content) are probed, and a statement with no row left is skipped.
 --
--- sql/functions/memory_fold.sql sha256 103855e9f4482f79990633c7b41a1061a7c8a2b9ac836b2b0d4389ca99c33e19
+-- sql/functions/memory_fold.sql sha256 e27e83b7c078f913cd755d8eb9e98b8f95e47e9c371fad409016a240361dc0f5
 -- Nothing else changes here: migrate() applies the function files after this migration, in its transaction.
 SELECT 1;

@@ -107,14 +107,17 @@ BEGIN
             EXIT;
         EXCEPTION WHEN unique_violation THEN
             GET STACKED DIAGNOSTICS violated = CONSTRAINT_NAME;
-            IF violated IS DISTINCT FROM 'memory_units_live_content' THEN
-                RAISE;
+            -- a snapshot older than this statement (a caller's REPEATABLE READ) never sees the unit or the number
+            -- another transaction committed since, and more revivals than the rows hold contents are no race: the
+            -- caller's transaction is to be tried again, as ON CONFLICT had it say (the message names no content)
+            IF violated IN ('memory_units_live_content', 'memory_units_project_number_key')
+               AND (current_setting('transaction_isolation') <> 'read committed'
+                    OR attempts >= cardinality(fold_rows)) THEN
+                RAISE EXCEPTION 'memory_fold: units made live or numbered by another transaction as it inserted'
+                    USING ERRCODE = 'serialization_failure';
             END IF;
-            -- a snapshot that never sees that unit (a caller's REPEATABLE READ), or more revivals than the rows hold
-            -- contents: the caller's transaction is to be tried again, as ON CONFLICT had it say (no content named)
-            IF current_setting('transaction_isolation') <> 'read committed' OR attempts >= cardinality(fold_rows) THEN
-                RAISE EXCEPTION 'memory_fold: units made live by another transaction as it inserted (% tries)',
-                    attempts + 1 USING ERRCODE = 'serialization_failure';
+            IF violated IS DISTINCT FROM 'memory_units_live_content' THEN
+                RAISE;  -- a number taken under READ COMMITTED: the store is wrong, not the race
             END IF;
             attempts := attempts + 1;
         END;

@@ -822,19 +822,25 @@ def test_a_fold_links_a_row_to_a_unit_a_writer_without_the_counter_row_made_live
                        ("After", V.INBOX_INSERTED, 4)])
 
 
-def test_a_fold_whose_snapshot_cannot_see_a_unit_made_live_since_asks_for_a_retry_naming_no_content(mem, conn, clean):
-    """In a caller's REPEATABLE READ transaction the fold's retry would never see a unit made live after the
+@pytest.mark.parametrize("meanwhile", ["revived", "numbered"])
+def test_a_fold_whose_snapshot_cannot_see_what_was_committed_since_asks_for_a_retry_naming_no_content(mem, conn, clean,
+                                                                                                  meanwhile):
+    """In a caller's REPEATABLE READ transaction the fold never sees a unit made live, or a number taken, after the
     transaction's snapshot: the fold raises a serialization failure, as ON CONFLICT did, whose message names no
-    content (a unique violation's detail names the content's hash), and leaves the row to fold."""
+    content (a unique violation's detail names the content's hash, or the number), and leaves the row to fold."""
     mem.remember(**FACT)
     conn.execute("UPDATE memory_units SET status = %s WHERE project = 'acme'", (V.STATUS_RETIRED,))
-    row = gates.validate(**FACT, task_id="T-2")
+    row = gates.validate(**FACT, task_id="T-2") if meanwhile == "revived" else gates.validate(
+        **{**FACT, "title": "Depot", "body": "The relay waits in the Bremen depot."}, task_id="T-2")
     capture.remember_many(conn, [row], fold_now=False)
     with psycopg.connect(clean, **database.connection_kwargs()) as folding:
         folding.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         with pytest.raises(psycopg.errors.SerializationFailure) as raised, folding.transaction():
             folding.execute("SELECT count(*) FROM memory_units")  # the transaction's snapshot, taken here
-            conn.execute("UPDATE memory_units SET status = %s WHERE project = 'acme'", (V.STATUS_ACTIVE,))
+            if meanwhile == "revived":
+                conn.execute("UPDATE memory_units SET status = %s WHERE project = 'acme'", (V.STATUS_ACTIVE,))
+            else:  # mem-2, committed after the snapshot, which still reads mem-1 as the project's last number
+                assert mem.remember(**{**FACT, "title": "Route", "body": "The relay goes by rail."}).token == "mem-2"
             folding.execute(database.query("ledger/fold"), {"keys": [row.idempotency_key], "trust": 0.5})
     error = raised.value.diag
     assert row.content_hash not in f"{error.message_primary} {error.message_detail}"
