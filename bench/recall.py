@@ -26,6 +26,24 @@ DIM = V.EMBEDDING_MODELS[MODEL]["dim"]
 EF_SWEEP = (100, 200, 300, 400)  # the HNSW path at fixed ef_search values, next to the size-scaled default
 
 
+def clustered_vectors(n: int, rng: np.random.Generator) -> np.ndarray:
+    """n unit vectors around 64 random centres, near-random within each: the scale curve's synthetic vectors, whose
+    exact top 10 beyond the first is a near-tie among a cluster's members (HNSW's hard case, docs/scaling.md item
+    14)."""
+    centres = rng.standard_normal((64, DIM)).astype(np.float32)
+    vectors = centres[rng.integers(0, 64, n)] + 0.6 * rng.standard_normal((n, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors
+
+
+def queries_near(stored: np.ndarray, rng: np.random.Generator, count: int) -> np.ndarray:
+    """count in-distribution queries, each a stored vector plus noise: a random direction in 384-d is near nothing."""
+    queries = stored[rng.integers(0, len(stored), count)]
+    queries = queries + 0.05 * rng.standard_normal(queries.shape).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    return queries
+
+
 def seed(mem, projects: list[str], n: int, rng: np.random.Generator) -> None:
     """n units per project through the write path; synthetic unit vectors (clustered like text) bound to their
     revisions."""
@@ -35,10 +53,7 @@ def seed(mem, projects: list[str], n: int, rng: np.random.Generator) -> None:
                 capture.remember_many(conn, candidates(min(10_000, n - start), project, offset=start))
         rows = conn.execute("SELECT id, project, revision, content_hash FROM memory_units WHERE project = ANY (%s)",
                             (projects,)).fetchall()
-        centres = rng.standard_normal((64, DIM)).astype(np.float32)
-        vectors = (centres[rng.integers(0, 64, len(rows))]
-                   + 0.6 * rng.standard_normal((len(rows), DIM)).astype(np.float32))
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors = clustered_vectors(len(rows), rng)
         with conn.cursor() as cur, cur.copy(
             "COPY memory_embeddings (unit_id, project, model_key, unit_revision, content_hash, text_digest, "
             "model_name, model_revision, dim, embedding) FROM STDIN") as copy:
@@ -186,9 +201,7 @@ def measure(mem, project: str, ids: list[str], matrix: np.ndarray, queries: np.n
 def measure_project(mem, project: str, rng: np.random.Generator, args) -> dict:
     """Draw in-distribution queries (stored vectors plus noise) for a seeded project and measure it."""
     ids, stored = snapshot(mem, project)
-    queries = stored[rng.integers(0, len(stored), args.queries)]  # a random direction in 384-d is near nothing
-    queries = queries + 0.05 * rng.standard_normal(queries.shape).astype(np.float32)
-    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    queries = queries_near(stored, rng, args.queries)
     result = measure(mem, project, ids, stored, queries, args.k, args.exact_max)
     print(project, result, flush=True)
     return result
