@@ -35,8 +35,8 @@ def build(conn, vectors: np.ndarray, m: int, ef_construction: int) -> dict[str, 
     conn.execute(f"SET maintenance_work_mem = '{max(1024, len(vectors) * 2560 // 2**20)}MB'")
     conn.execute(f"SET max_parallel_maintenance_workers = {max(0, (os.cpu_count() or 1) - 1)}")
     start = time.perf_counter()
-    conn.execute(f"CREATE INDEX {TABLE}_graph ON {TABLE} USING hnsw (embedding halfvec_cosine_ops) "
-                 f"WITH (m = {m}, ef_construction = {ef_construction})")
+    graph = f"WITH (m = {m}, ef_construction = {ef_construction})"
+    conn.execute(f"CREATE INDEX {TABLE}_graph ON {TABLE} USING hnsw (embedding halfvec_cosine_ops) {graph}")
     built = time.perf_counter() - start
     size = conn.execute(f"SELECT pg_relation_size('{TABLE}_graph')").fetchone()[0]
     return {"copy_s": round(copied, 1), "build_s": round(built, 1), "graph_mb": round(size / 2**20)}
