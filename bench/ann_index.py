@@ -1,9 +1,9 @@
-"""One approximate index built over the scale curve's synthetic vectors, and its search's top 10 against numpy's exact
-top 10 at each setting: what a larger HNSW graph (m, ef_construction) or an IVFFlat index (lists, probes) buys before
-the store's own index is built with it.
+"""One approximate index built over synthetic vectors (the scale curve's clusters, or text-like ones drawn around
+LoCoMo's embedded turns), and its search's top 10 against numpy's exact top 10 at each setting: what a larger HNSW
+graph (m, ef_construction) or an IVFFlat index (lists, probes) buys before the store's own index is built with it.
 
     .venv/bin/python -m bench.ann_index --size 1000000 --m 32 --ef-construction 200
-    .venv/bin/python -m bench.ann_index --size 1000000 --lists 1000 --search 10,20,40
+    .venv/bin/python -m bench.ann_index --size 1000000 --lists 1000 --search 10,20,40 --vectors text
 
 The raw search (`ORDER BY embedding <=> q LIMIT 10` over half-precision vectors on one bare table, as the store's
 index is built, docs/scaling.md item 15), not recall(): a whole call adds the request's reads and the re-rank.
