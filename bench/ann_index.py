@@ -103,7 +103,7 @@ def main() -> None:
         index = {"method": "hnsw", "m": args.m, "ef_construction": args.ef_construction}
         method = f"hnsw (embedding halfvec_cosine_ops) WITH (m = {args.m}, ef_construction = {args.ef_construction})"
         setting, values = "hnsw.ef_search", args.search or "100,200,400,600,800,1000"
-    rng = np.random.default_rng(7)  # bench/recall.py's seed: the same vectors, the same queries
+    rng = np.random.default_rng(7)  # bench/recall.py's seed and draws (its 1M store draws after its 10k and 100k)
     if args.vectors == "text":
         vectors, queries = text_like(args.size, rng, args.queries)
     else:

@@ -108,10 +108,10 @@ BEGIN
         EXCEPTION WHEN unique_violation THEN
             GET STACKED DIAGNOSTICS violated = CONSTRAINT_NAME;
             -- a snapshot older than this statement (a caller's REPEATABLE READ) never sees the unit or the number
-            -- another transaction committed since, and more revivals than the rows hold contents are no race: the
+            -- another transaction committed since, and more revivals than the fold has rows are no race: the
             -- caller's transaction is to be tried again, as ON CONFLICT had it say (the message names no content)
             IF violated IN ('memory_units_live_content', 'memory_units_project_number_key')
-               AND (current_setting('transaction_isolation') <> 'read committed'
+               AND (current_setting('transaction_isolation') NOT IN ('read committed', 'read uncommitted')
                     OR attempts >= cardinality(fold_rows)) THEN
                 RAISE EXCEPTION 'memory_fold: units made live or numbered by another transaction as it inserted'
                     USING ERRCODE = 'serialization_failure';

@@ -822,6 +822,48 @@ def test_a_fold_links_a_row_to_a_unit_a_writer_without_the_counter_row_made_live
                        ("After", V.INBOX_INSERTED, 4)])
 
 
+def test_a_fold_tries_again_after_each_of_several_revivals_committed_while_it_waited(mem, conn, clean):
+    """Four units made live one after another by four writers that take no counter row, each committed while the
+    fold's insert waited for it: the fold tries again after each (as many times as it has rows), links each row to
+    its revived unit and numbers the new one after them, where a bound of three tries failed it."""
+    contents = [{**FACT, "title": f"Leg {i}", "body": f"The relay's leg {i} runs through depot {i}."} for i in range(4)]
+    for content in contents:
+        mem.remember(**content)
+    conn.execute("UPDATE memory_units SET status = %s WHERE project = 'acme'", (V.STATUS_RETIRED,))
+    rows = [gates.validate(**content, task_id="T-2") for content in contents]
+    last = {**FACT, "title": "Last", "body": "The relay's last leg ends in Kiel."}
+    rows.append(gates.validate(**last, task_id="T-2"))
+    capture.remember_many(conn, rows, fold_now=False)
+    waits_for = ("SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted "
+                 "AND transactionid::text = %s")
+    with contextlib.ExitStack() as stack, ThreadPoolExecutor(1) as pool:
+        revivals = [stack.enter_context(psycopg.connect(clean, **database.connection_kwargs())) for _ in contents]
+        xids = []
+        for revival, content in zip(revivals, contents, strict=True):
+            revival.autocommit = False
+            revival.execute("UPDATE memory_units SET status = %s WHERE project = 'acme' AND title = %s",
+                            (V.STATUS_ACTIVE, content["title"]))
+            xids.append(str(revival.execute("SELECT pg_current_xact_id()").fetchone()[0]))
+
+        def fold() -> dict[str, Any]:
+            with mem.connection() as folding:
+                return capture.fold_captured(folding, [row.idempotency_key for row in rows])
+
+        folded = pool.submit(fold)
+        for revival, xid in zip(revivals, xids, strict=True):
+            for _ in range(500):  # the fold's insert waits for this revival's entry in the live index
+                if conn.execute(waits_for, (xid,)).fetchone()[0]:
+                    break
+                time.sleep(0.02)
+            else:
+                raise AssertionError(f"the fold never waited for revival {xid}")
+            revival.commit()
+        assert folded.result(timeout=30)["inserted"] == 1
+    linked = conn.execute("SELECT u.title, i.outcome, u.number FROM memory_inbox i JOIN memory_units u ON u.id = "
+                          "i.unit_id WHERE i.task_id = 'T-2' ORDER BY i.id").fetchall()
+    assert linked == [(f"Leg {i}", V.INBOX_DUPLICATE, i + 1) for i in range(4)] + [("Last", V.INBOX_INSERTED, 5)]
+
+
 @pytest.mark.parametrize("meanwhile", ["revived", "numbered"])
 def test_a_fold_whose_snapshot_cannot_see_what_was_committed_since_asks_for_a_retry_naming_no_content(mem, conn, clean,
                                                                                                   meanwhile):
