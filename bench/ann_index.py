@@ -19,8 +19,7 @@ import time
 import numpy as np
 from pgvector import HalfVector
 
-from bench.common import median, percentile, scratch_memory, write_result
-from bench.peer_mem0 import DATA
+from bench.common import LOCOMO_DEV, median, percentile, scratch_memory, write_result
 from bench.recall import DIM, MODEL, clustered_vectors, queries_near
 from memory_assets import embeddings
 from memory_assets.evaluation import locomo
@@ -32,7 +31,7 @@ def text_like(n: int, rng: np.random.Generator, queries: int) -> tuple[np.ndarra
     """n vectors drawn around the LoCoMo development conversations' turns as the model embeds them (a turn's vector
     plus Gaussian noise shaped by the turns' own covariance, at half its scale), and the first LoCoMo questions as
     queries: text's neighbourhoods, a million vectors about four thousand turns (docs/scaling.md item 14)."""
-    samples = json.loads(DATA.read_text())
+    samples = json.loads(LOCOMO_DEV.read_text())
     turns = [turn["text"] for sample in samples for _, _, session in locomo.sessions(sample["conversation"])
              for turn in session]
     asked = [qa["question"] for sample in samples for qa in sample["qa"]][:queries]

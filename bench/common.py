@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+# the LoCoMo development conversations, read in place from the workspace's shared data (never copied into the repo)
+LOCOMO_DEV = Path(__file__).resolve().parent.parent.parent / "shared" / "benchmarks" / "locomo" / "locomo_dev.json"
 
 
 @contextmanager

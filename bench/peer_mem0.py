@@ -44,14 +44,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ["MEM0_TELEMETRY"] = "False"  # read by mem0 on import: no PostHog client at all
 
-from bench.common import percentile, scratch_memory, write_result
+from bench.common import LOCOMO_DEV, percentile, scratch_memory, write_result
 from memory_assets import api, embeddings
 from memory_assets import vocabulary as V
 from memory_assets.database import query
 from memory_assets.evaluation import locomo
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = REPO.parent / "shared" / "benchmarks" / "locomo" / "locomo_dev.json"
 SYSTEMS = ("memory_assets", "mem0", "floor", "floor_torch")
 MEM0_VERSION = "2.2.1"
 SETTLE_MS = 25  # the settled pass's pause before each call: past the ~7 ms a torch worker spins after a call
@@ -313,7 +311,7 @@ def ratios(systems: dict) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=str(DATA), help="LoCoMo json (read in place, never copied)")
+    parser.add_argument("--data", default=str(LOCOMO_DEV), help="LoCoMo json (read in place, never copied)")
     parser.add_argument("--conversations", type=int, default=3, help="the first N conversations (0: all)")
     parser.add_argument("--sessions", type=int, default=0, help="the first N sessions of each (0: all)")
     parser.add_argument("--questions", type=int, default=0, help="at most N questions per conversation (0: all)")

@@ -24,14 +24,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import percentile, write_result
+from bench.common import LOCOMO_DEV, percentile, write_result
 from memory_assets import api, embeddings, recall
 from memory_assets import vocabulary as V
 from memory_assets.database import query
 from memory_assets.evaluation import locomo
 from memory_assets.recall import fusion, search
 
-DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "benchmarks" / "locomo" / "locomo_dev.json"
 STAGES = ("request_context", "dense_leg", "sparse_leg", "neighbours", "details", "candidates",
           "candidates_while_encoding", "cited_text")  # candidates_while_encoding holds the encode it overlaps
 FUSION = ("fuse", "seeds", "of_seeds", "spread_to_neighbours", "lift_sessions", "score", "ranked")
@@ -106,7 +105,7 @@ def agreement(mem, qs, model: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--data", default=str(DATA))
+    parser.add_argument("--data", default=str(LOCOMO_DEV))
     parser.add_argument("--questions", type=int, default=300, help="questions asked (spread over every sample)")
     parser.add_argument("--label", default="current")
     parser.add_argument("--k", type=int, default=25)
