@@ -299,14 +299,18 @@ def backdate(conn: Any, columns: tuple[tuple[str, str], ...], by: str) -> None:
         conn.execute(f"UPDATE {table} SET {column} = {column} - %s::interval", (by,))
 
 
-def until_waiting_on_a_lock(conninfo: str, backends: int = 1, timeout: float = 10.0) -> None:
+def until_waiting_on_a_lock(conninfo: str, backends: int = 1, timeout: float = 10.0,
+                            transaction: str | None = None) -> None:
     """Return once that many of the database's backends wait for a lock (another test's thread stopped where the
-    test means it to), or fail after `timeout` seconds: a race test must not pass because its racer came late."""
+    test means it to), or with `transaction` (its pg_current_xact_id) for that transaction to end, or fail after
+    `timeout` seconds: a race test must not pass because its racer came late."""
     import time
 
     deadline = time.monotonic() + timeout
-    waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+    waiting = ("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+               if transaction is None else "SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' "
+               "AND NOT granted AND transactionid::text = %s")
     with psycopg.connect(conninfo, autocommit=True) as watcher:
-        while watcher.execute(waiting).fetchone()[0] < backends:
+        while watcher.execute(waiting, None if transaction is None else (transaction,)).fetchone()[0] < backends:
             assert time.monotonic() < deadline, f"fewer than {backends} backends ever waited for a lock"
             time.sleep(0.02)

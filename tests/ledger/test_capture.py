@@ -834,8 +834,6 @@ def test_a_fold_tries_again_after_each_of_several_revivals_committed_while_it_wa
     last = {**FACT, "title": "Last", "body": "The relay's last leg ends in Kiel."}
     rows.append(gates.validate(**last, task_id="T-2"))
     capture.remember_many(conn, rows, fold_now=False)
-    waits_for = ("SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted "
-                 "AND transactionid::text = %s")
     with contextlib.ExitStack() as stack, ThreadPoolExecutor(1) as pool:
         revivals = [stack.enter_context(psycopg.connect(clean, **database.connection_kwargs())) for _ in contents]
         xids = []
@@ -851,12 +849,7 @@ def test_a_fold_tries_again_after_each_of_several_revivals_committed_while_it_wa
 
         folded = pool.submit(fold)
         for revival, xid in zip(revivals, xids, strict=True):
-            for _ in range(500):  # the fold's insert waits for this revival's entry in the live index
-                if conn.execute(waits_for, (xid,)).fetchone()[0]:
-                    break
-                time.sleep(0.02)
-            else:
-                raise AssertionError(f"the fold never waited for revival {xid}")
+            until_waiting_on_a_lock(clean, transaction=xid)  # the fold's insert, on this revival's live entry
             revival.commit()
         assert folded.result(timeout=30)["inserted"] == 1
     linked = conn.execute("SELECT u.title, i.outcome, u.number FROM memory_inbox i JOIN memory_units u ON u.id = "
