@@ -150,9 +150,12 @@ class SwitchedOff(Exception):
 
 
 @contextlib.contextmanager
-def write_transaction(conn: psycopg.Connection[Any]) -> Iterator[None]:
+def write_transaction(conn: psycopg.Connection[Any], *, read_first: bool = False) -> Iterator[None]:
     """A write's transaction, closed by stored_unless_killed, so no work of the write can come after its last read of
-    the kill switch: SwitchedOff, the transaction rolled back, where the switch is on by then."""
+    the kill switch: SwitchedOff, the transaction rolled back, where the switch is on by then; with read_first, the
+    switch read unlocked before the transaction too, so a write under a switch on already does no work."""
+    if read_first and killed(conn):
+        raise SwitchedOff
     with conn.transaction():
         yield
         stored_unless_killed(conn)

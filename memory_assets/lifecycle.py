@@ -135,9 +135,7 @@ def vote(conn: psycopg.Connection[Any], project: str, token: str, task_id: str, 
     persona = gates.identifier("persona", persona)
     project = gates.project_name(project)
     try:
-        if events.killed(conn):  # off already: no work (read again under the switch's lock at the end)
-            raise events.SwitchedOff
-        with events.write_transaction(conn):
+        with events.write_transaction(conn, read_first=True):
             unit_id = tokens.unit_id_read_by(conn, project, token, persona)
             # votes of a unit serialise
             conn.execute("SELECT 1 FROM memory_units WHERE id = %s FOR UPDATE", (unit_id,))

@@ -376,9 +376,8 @@ def remember_many(conn: psycopg.Connection[Any], candidates: list[gates.Candidat
         else:
             passed.setdefault(candidate.idempotency_key, gates.without_source_text(candidate))
     try:
-        if events.killed(conn):  # off already: no work (the switch is read again under its lock at the end)
-            raise events.SwitchedOff
-        with tracing.span("memory.remember.fold", candidates=len(passed)), events.write_transaction(conn):
+        with (tracing.span("memory.remember.fold", candidates=len(passed)),
+              events.write_transaction(conn, read_first=True)):
             written, to_fold, refused, folded = written_and_folded(conn, passed, rejections, fold_now, after_capture)
     except events.SwitchedOff:
         return {"captured": 0, "inserted": 0, "rejected": {}, "to_fold": [], "refused": {}, V.MEMORY_OFF: True}
