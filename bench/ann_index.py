@@ -20,7 +20,7 @@ import numpy as np
 from pgvector import HalfVector
 
 from bench.common import LOCOMO_DEV, median, percentile, scratch_memory, write_result
-from bench.recall import DIM, MODEL, clustered_vectors, queries_near
+from bench.recall import DIM, MODEL, clustered_vectors, queries_near, whole_index_in_memory
 from memory_assets import embeddings
 from memory_assets.evaluation import locomo
 
@@ -56,8 +56,7 @@ def build(conn, vectors: np.ndarray, method: str) -> dict[str, float]:
         for i, vector in enumerate(vectors):
             copy.write_row((i, HalfVector(vector)))
     copied = time.perf_counter() - start
-    # the whole graph in memory while it is built (bench/recall.py's budget: ~2.5 kB a vector), one process a core
-    conn.execute(f"SET maintenance_work_mem = '{max(1024, len(vectors) * 2560 // 2**20)}MB'")
+    conn.execute(whole_index_in_memory(len(vectors)))  # and one process a core
     conn.execute(f"SET max_parallel_maintenance_workers = {max(0, (os.cpu_count() or 1) - 1)}")
     start = time.perf_counter()
     conn.execute(f"CREATE INDEX {TABLE}_search ON {TABLE} USING {method}")

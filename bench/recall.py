@@ -36,6 +36,12 @@ def clustered_vectors(n: int, rng: np.random.Generator) -> np.ndarray:
     return vectors
 
 
+def whole_index_in_memory(vectors: int) -> str:
+    """The setting that keeps a build's whole index in memory (~2 kB a 384-d vector in an HNSW graph): at 1M units a
+    1 GB budget was full at about half the vectors and the build slowed ~6x from there."""
+    return f"SET maintenance_work_mem = '{max(1024, vectors * 2560 // 2**20)}MB'"
+
+
 def queries_near(stored: np.ndarray, rng: np.random.Generator, count: int) -> np.ndarray:
     """count in-distribution queries, each a stored vector plus noise: a random direction in 384-d is near nothing."""
     queries = stored[rng.integers(0, len(stored), count)]
@@ -60,9 +66,7 @@ def seed(mem, projects: list[str], n: int, rng: np.random.Generator) -> None:
             for (unit_id, project, revision, content_hash), vector in zip(rows, vectors, strict=True):
                 copy.write_row((unit_id, project, MODEL, revision, content_hash, "synthetic", "synthetic", "bench",
                                 DIM, vector))
-        # the whole HNSW graph in memory while it is built (~2 kB a 384-d vector): at 1M units a 1 GB budget was full
-        # at about half the vectors and the build slowed ~6x from there
-        conn.execute(f"SET maintenance_work_mem = '{max(1024, len(rows) * 2560 // 2**20)}MB'")
+        conn.execute(whole_index_in_memory(len(rows)))
         embeddings.ensure_model_index(conn, embeddings.model_spec(MODEL))
         conn.execute("ANALYZE memory_embeddings")
         database.refresh_statistics(conn, V.UNITS_TABLE)  # as the fold's asset does: the statistics, the GIN index
