@@ -101,7 +101,7 @@ BEGIN
             VALUES ('ledger', 'insert', row_project, found_id, NULL,
                     jsonb_build_object('token', 'mem-' || found_number));
             became := 'inserted';
-        ELSE  -- a write that holds no counter row made the content live meanwhile (none does now): link to it
+        ELSE  -- a write that holds no counter row made the content live meanwhile (a summary revived): link to it
             SELECT u.id, u.number, u.status INTO found_id, found_number, found_status
             FROM memory_units u
             WHERE u.project = row_project AND u.kind = row_kind AND u.content_hash = row_hash
